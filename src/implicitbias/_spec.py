@@ -1,0 +1,76 @@
+"""Typed, frozen, validated specifications.
+
+Every object a user configures (a model, a loss, a method, a data set, an experiment) is a
+`Spec`: a frozen pydantic model that rejects unknown fields and out-of-range values when it is
+built, before anything is compiled. Errors are re-raised as `ConfigError`, whose message names
+the field, the value that was given and what is allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+
+
+class ConfigError(ValueError):
+    """A configuration value is not allowed. The message names field, value and what is allowed."""
+
+
+def _allowed(err: dict[str, Any]) -> str:
+    ctx = err.get("ctx") or {}
+    kind = err.get("type", "")
+    bounds = {
+        "greater_than": "> {gt}",
+        "greater_than_equal": ">= {ge}",
+        "less_than": "< {lt}",
+        "less_than_equal": "<= {le}",
+    }
+    if kind in bounds:
+        return "a value " + bounds[kind].format(**ctx)
+    if kind == "literal_error":
+        return "one of " + str(ctx.get("expected", ""))
+    if kind == "extra_forbidden":
+        return "no such field (check the spelling; `implicitbias describe NAME` lists the fields)"
+    if kind in ("float_parsing", "float_type"):
+        return "a number"
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        return "an integer"
+    if kind in ("bool_parsing", "bool_type"):
+        return "true or false"
+    if kind == "union_tag_invalid":
+        return "one of " + str(ctx.get("expected_tags", ""))
+    return err.get("msg", "")
+
+
+def format_validation_error(exc: pydantic.ValidationError, prefix: str = "") -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+        field = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
+        value = err.get("input")
+        if isinstance(value, dict):
+            value = "{...}"
+        lines.append(f"{field} = {value!r} is not allowed: expected {_allowed(err)} ({err['msg']})")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+class Spec(pydantic.BaseModel):
+    """Base class: frozen, no unknown fields, validated on construction."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except pydantic.ValidationError as exc:
+            raise ConfigError(format_validation_error(exc, type(self).__name__)) from None
+
+    def replace(self, **changes: Any) -> Spec:
+        """A copy with some fields changed, without validation (used inside traced code,
+        where a field may hold a JAX tracer for a batched hyper-parameter)."""
+        return self.model_copy(update=changes)
+
+    def validated_replace(self, **changes: Any) -> Spec:
+        """A copy with some fields changed, validated like a fresh construction."""
+        return type(self)(**{**self.model_dump(), **changes})

@@ -1,0 +1,53 @@
+"""The model abstraction.
+
+A model is a frozen, validated `Spec` whose fields describe the architecture.  Its parameters are
+a pytree `theta` (the trained parameters) plus a pytree `const` of fixed arrays (for instance the
+fixed outer layer of Frei's network); both come from `init(key, d, scale)`.  `apply(theta, const, x)`
+evaluates the network on one unbatched input, `predict` maps it over the rows of X with `vmap`.
+
+Numeric fields (a leaky slope, an outer scale) may be replaced by traced values with
+`model.replace(...)` so that a batch of runs differing in them trains in one vmapped call.
+"""
+
+from __future__ import annotations
+
+import abc
+
+import jax
+import jax.numpy as jnp
+
+from implicitbias._spec import Spec
+
+
+class Model(Spec, abc.ABC):
+    """Abstract model: see the module docstring."""
+
+    @abc.abstractmethod
+    def init(self, key, d: int, scale):
+        """(theta, const) for inputs of dimension d at init scale `scale`."""
+
+    @abc.abstractmethod
+    def apply(self, theta, const, x):
+        """The scalar output f(x; theta) on one input x of shape (d,) (or the model's input shape)."""
+
+    @property
+    def homogeneity(self) -> int | None:
+        """L_h with f(x; c theta) = c^L_h f(x; theta) for c > 0, or None if not homogeneous."""
+        return None
+
+    def weight_matrices(self, theta, const) -> dict:
+        """Named weight matrices whose spectral quantities (stable rank, norms) are recorded."""
+        return {}
+
+    def linear_predictor(self, theta, const):
+        """A vector z with f(x) compared against <z, x> (end-to-end predictor), or None."""
+        return None
+
+    def predict(self, theta, const, X):
+        return jax.vmap(lambda x: self.apply(theta, const, x))(X)
+
+
+def parameter_norm(theta) -> jnp.ndarray:
+    """||theta||_2 over all trained parameters."""
+    leaves = jax.tree_util.tree_leaves(theta)
+    return jnp.sqrt(sum(jnp.sum(leaf**2) for leaf in leaves))

@@ -1,0 +1,12 @@
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import implicitbias  # noqa: E402,F401  (enables float64)
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def key():
+    return jax.random.PRNGKey(0)
