@@ -1,0 +1,85 @@
+"""Data: one `Dataset` container, one generator spec per distribution of SCIENCE.md, and the
+near-orthogonality statistics of the data conditions (S1, S3).
+
+Every generator is a frozen `Spec` with a `name` discriminator and `generate(seed) -> Dataset`;
+`AnyData` validates a config dict into the right one, `make_dataset(spec, seed)` draws it.
+"""
+
+import typing
+from typing import Annotated, Any
+
+import pydantic
+
+from implicitbias._spec import ConfigError
+from implicitbias.data.cifar import Cifar10
+from implicitbias.data.classification import GaussianMixture, NearlyOrthogonal, NoisyXor, Separable
+from implicitbias.data.dataset import DataSpec, Dataset
+from implicitbias.data.matrices import MatrixCompletion, MatrixSensing, RazinCohen
+from implicitbias.data.neuron import Orthogonal, TeacherNeuron, TwoTeachers
+from implicitbias.data.real import Digits
+from implicitbias.data.regression import SparseRegression
+from implicitbias.data.stats import NearOrthogonality, near_orthogonality
+
+AnyData = Annotated[
+    GaussianMixture
+    | NoisyXor
+    | NearlyOrthogonal
+    | Separable
+    | TeacherNeuron
+    | TwoTeachers
+    | Orthogonal
+    | SparseRegression
+    | MatrixSensing
+    | MatrixCompletion
+    | RazinCohen
+    | Digits
+    | Cifar10,
+    pydantic.Field(discriminator="name"),
+]
+
+GENERATORS: dict[str, type[DataSpec]] = {
+    cls.model_fields["name"].default: cls for cls in typing.get_args(typing.get_args(AnyData)[0])
+}
+
+
+def data_spec(config: DataSpec | dict[str, Any]) -> DataSpec:
+    """A generator spec from a spec or a config dict with a `name` key; errors raise ConfigError."""
+    if isinstance(config, DataSpec):
+        return config
+    if not isinstance(config, dict) or config.get("name") not in GENERATORS:
+        name = config.get("name") if isinstance(config, dict) else config
+        raise ConfigError(
+            f"data.name = {name!r} is not allowed: expected one of {', '.join(map(repr, GENERATORS))}"
+        )
+    fields = {k: v for k, v in config.items() if k != "name"}
+    return GENERATORS[config["name"]](**fields)
+
+
+def make_dataset(spec: DataSpec | dict[str, Any], seed: int) -> Dataset:
+    """Draw the data set described by `spec` (a generator spec or its config dict) from `seed`."""
+    return data_spec(spec).generate(seed)
+
+
+__all__ = [
+    "AnyData",
+    "Cifar10",
+    "DataSpec",
+    "Dataset",
+    "GENERATORS",
+    "Digits",
+    "GaussianMixture",
+    "MatrixCompletion",
+    "MatrixSensing",
+    "NearOrthogonality",
+    "NearlyOrthogonal",
+    "NoisyXor",
+    "Orthogonal",
+    "RazinCohen",
+    "Separable",
+    "SparseRegression",
+    "TeacherNeuron",
+    "TwoTeachers",
+    "data_spec",
+    "make_dataset",
+    "near_orthogonality",
+]

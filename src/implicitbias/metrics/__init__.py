@@ -1,0 +1,60 @@
+"""Metrics: every quantity of SCIENCE.md (section 0, S10, S11) measured along training, defined once.
+
+spectral: singular values, norms and ranks of a weight matrix.
+margins: margins, normalised margin, spread, accuracy, alignment with a reference.
+angles: stable angles between vectors and between active neurons, balancedness.
+kkt: the KKT residual of the parameter-space margin problem (S10), for any homogeneous model.
+"""
+
+from implicitbias.metrics.angles import (
+    active_neurons,
+    angle_between,
+    balancedness,
+    neuron_angles,
+    pairwise_angles,
+)
+from implicitbias.metrics.kkt import KKTResidual, kkt_residual, kkt_system, nonnegative_least_squares
+from implicitbias.metrics.margins import (
+    accuracy,
+    cosine,
+    margin_spread,
+    margins,
+    normalized_margin,
+    unit_distance,
+)
+from implicitbias.metrics.spectral import (
+    effective_rank,
+    frobenius_norm,
+    nuclear_norm,
+    numerical_rank,
+    singular_value_ratio,
+    singular_values,
+    spectral_norm,
+    stable_rank,
+)
+
+__all__ = [
+    "KKTResidual",
+    "accuracy",
+    "active_neurons",
+    "angle_between",
+    "balancedness",
+    "cosine",
+    "effective_rank",
+    "frobenius_norm",
+    "kkt_residual",
+    "kkt_system",
+    "margin_spread",
+    "margins",
+    "neuron_angles",
+    "nonnegative_least_squares",
+    "normalized_margin",
+    "nuclear_norm",
+    "numerical_rank",
+    "pairwise_angles",
+    "singular_value_ratio",
+    "singular_values",
+    "spectral_norm",
+    "stable_rank",
+    "unit_distance",
+]

@@ -1,0 +1,179 @@
+"""Regression data for one-hidden-layer ReLU networks: a teacher neuron with correlated inputs
+(Chistikov, Englert, Lazic 2023; S11), two opposite teachers (their appendix I) and orthogonal
+inputs (Boursier, Pillaud-Vivien, Flammarion 2022; S12)."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+import pydantic
+
+from implicitbias._spec import ConfigError
+from implicitbias.data.dataset import DataSpec, Dataset, random_orthonormal, signs, streams
+
+
+def _relu(z):
+    return np.maximum(z, 0.0)
+
+
+def _gaussian_test(rng, n_test, d, teacher):
+    """Chistikov et al.'s test set: n_test inputs from N(0, I_d), labelled by `teacher(X)`."""
+    if not n_test:
+        return None, None
+    X = rng.standard_normal((n_test, d))
+    return X, teacher(X)
+
+
+class TeacherNeuron(DataSpec):
+    """Teacher-neuron data of Chistikov et al. 2023 (Sec. 8, "Experiments"; S11), n = d training points.
+
+    centred: mu ~ Unif(S^{d-1}), x_1..x_d ~ N(mu, (rho/d) I_d) with rho = 1, v* = mu.
+    uncentred: rho = sqrt(2) - 1 and one extra point x_0 ~ N(mu, (rho/d) I_d) is sampled, v* = x_0/||x_0||.
+    Our reading of the paper: x_0 only defines the teacher and is *not* a training point, so n = d in
+    both schemes; this is what makes "the angles between v* and the x_i concentrate around pi/4" true
+    (centred: cos ~ 1/sqrt(1 + rho) = 1/sqrt(2); uncentred: cos ~ 1/(1 + rho) = 1/sqrt(2)), and it is
+    what the paper's Sec. 7 (X square and invertible) assumes.
+    include_x0 = true adds x_0 as the first training point (n = d + 1) for the other reading.
+    rho: overrides the scheme's default. Redraw rule: if any <v*, x_i> <= 0 (an angle >= pi/2) the
+    whole data set (mu, x_0 and the x_i) is redrawn, at most max_redraws times.
+    Labels y_i = [<v*, x_i>]_+; test set: n_test (64) inputs from N(0, I_d) with teacher labels.
+    info: v_star, mu, x0 (uncentred only), rho, redraws.
+    """
+
+    name: Literal["teacher_neuron"] = "teacher_neuron"
+    scheme: Literal["centred", "uncentred"] = "centred"
+    d: int = pydantic.Field(16, ge=1)
+    rho: float | None = pydantic.Field(None, gt=0.0)
+    include_x0: bool = False
+    n_test: int = pydantic.Field(64, ge=0)
+    max_redraws: int = pydantic.Field(10_000, ge=0)
+
+    @pydantic.model_validator(mode="after")
+    def _x0_only_uncentred(self):
+        if self.include_x0 and self.scheme != "uncentred":
+            raise ValueError("include_x0 = true needs scheme = 'uncentred' (only that scheme samples x_0)")
+        return self
+
+    @property
+    def rho_value(self) -> float:
+        if self.rho is not None:
+            return float(self.rho)
+        return 1.0 if self.scheme == "centred" else math.sqrt(2.0) - 1.0
+
+    def _draw_once(self, rng):
+        d, s = self.d, math.sqrt(self.rho_value / self.d)
+        mu = random_orthonormal(rng, d, 1)[0]
+        X = mu + s * rng.standard_normal((d, d))
+        if self.scheme == "centred":
+            return mu, X, mu, None
+        x0 = mu + s * rng.standard_normal(d)
+        v = x0 / np.linalg.norm(x0)
+        return mu, (np.vstack([x0, X]) if self.include_x0 else X), v, x0
+
+    def generate(self, seed: int) -> Dataset:
+        r_data, r_test = streams(seed, 2)
+        for redraws in range(self.max_redraws + 1):
+            mu, X, v, x0 = self._draw_once(r_data)
+            if np.all(X @ v > 0):
+                break
+        else:
+            raise ConfigError(
+                f"TeacherNeuron: no draw with every angle between v* and x_i below pi/2 in "
+                f"max_redraws = {self.max_redraws} redraws (d = {self.d}, rho = {self.rho_value}): "
+                "increase max_redraws or lower rho"
+            )
+        teacher = lambda Z: _relu(Z @ v)
+        X_test, y_test = _gaussian_test(r_test, self.n_test, self.d, teacher)
+        info = {"v_star": v, "mu": mu, "rho": self.rho_value, "redraws": redraws}
+        if x0 is not None:
+            info["x0"] = x0
+        return Dataset(X, teacher(X), X_test, y_test, "regression", info).validate()
+
+
+class TwoTeachers(DataSpec):
+    """Two opposite teacher neurons, Chistikov et al. 2023 appendix I (S11).
+
+    Our reading of "a second teacher pointing opposite to the first (norms 1 and 3), d = 16 with d points
+    per teacher": mu ~ Unif(S^{d-1}); teachers v_1 = norms[0] mu, v_2 = -norms[1] mu; the points of
+    teacher k are drawn around its direction like the centred scheme, x ~ N(v_k/||v_k||, (rho/d) I_d),
+    n_per_teacher of them (default d), teacher 1's first. Labels
+    y = outer_signs[0] [<v_1, x>]_+ + outer_signs[1] [<v_2, x>]_+, so each teacher labels its own class
+    (Sec. 9: "each ... has an arbitrary sign, labels one of the two classes"). A point at an angle
+    >= pi/2 from its own teacher triggers a redraw of everything. Test set: n_test inputs from N(0, I_d).
+    info: teachers (2, d), mu, cluster (teacher index of each point), redraws.
+    """
+
+    name: Literal["two_teachers"] = "two_teachers"
+    d: int = pydantic.Field(16, ge=1)
+    norms: tuple[pydantic.PositiveFloat, pydantic.PositiveFloat] = (1.0, 3.0)
+    outer_signs: tuple[Literal[-1, 1], Literal[-1, 1]] = (1, 1)
+    n_per_teacher: int | None = pydantic.Field(None, ge=1)
+    rho: float = pydantic.Field(1.0, gt=0.0)
+    n_test: int = pydantic.Field(64, ge=0)
+    max_redraws: int = pydantic.Field(10_000, ge=0)
+
+    def generate(self, seed: int) -> Dataset:
+        r_data, r_test = streams(seed, 2)
+        k = self.n_per_teacher or self.d
+        cluster = np.repeat([0, 1], k)
+        for redraws in range(self.max_redraws + 1):
+            mu = random_orthonormal(r_data, self.d, 1)[0]
+            U = np.stack([mu, -mu])
+            X = U[cluster] + math.sqrt(self.rho / self.d) * r_data.standard_normal((2 * k, self.d))
+            if np.all(np.sum(X * U[cluster], axis=1) > 0):
+                break
+        else:
+            raise ConfigError(
+                f"TwoTeachers: no draw with every point within pi/2 of its teacher in "
+                f"max_redraws = {self.max_redraws} redraws (d = {self.d}, rho = {self.rho})"
+            )
+        V = np.asarray(self.norms)[:, None] * U
+        a = np.asarray(self.outer_signs, dtype=float)
+        teacher = lambda Z: _relu(Z @ V.T) @ a
+        X_test, y_test = _gaussian_test(r_test, self.n_test, self.d, teacher)
+        info = {"teachers": V, "mu": mu, "cluster": cluster, "redraws": redraws}
+        return Dataset(X, teacher(X), X_test, y_test, "regression", info).validate()
+
+
+class Orthogonal(DataSpec):
+    """Pairwise orthogonal inputs of Boursier et al. 2022 (S12): x_i = r_i q_i with q_1..q_n random
+    orthonormal vectors in R^d (d >= n, QR of a Gaussian matrix) and norms r_i ~ Unif[norm_min, norm_max].
+
+    Labels y_i = s_i u_i, u_i ~ Unif[label_min, label_max] (bounded away from 0 by default), signs s_i:
+    "balanced" (floor(n/2) negative, in random positions), "random" (uniform) or "positive".
+    No test set. info: norms.
+    """
+
+    name: Literal["orthogonal"] = "orthogonal"
+    n: int = pydantic.Field(10, ge=1)
+    d: int = pydantic.Field(10, ge=1)
+    norm_min: float = pydantic.Field(1.0, gt=0.0)
+    norm_max: float = pydantic.Field(1.0, gt=0.0)
+    label_min: float = pydantic.Field(0.5, ge=0.0)
+    label_max: float = pydantic.Field(1.0, gt=0.0)
+    label_signs: Literal["balanced", "random", "positive"] = "balanced"
+
+    @pydantic.model_validator(mode="after")
+    def _ranges(self):
+        if self.d < self.n:
+            raise ValueError(f"d = {self.d} < n = {self.n}: n pairwise orthogonal inputs need d >= n")
+        if self.norm_min > self.norm_max:
+            raise ValueError(f"norm_min = {self.norm_min} > norm_max = {self.norm_max}: expected min <= max")
+        if self.label_min > self.label_max:
+            raise ValueError(f"label_min = {self.label_min} > label_max = {self.label_max}: expected min <= max")
+        return self
+
+    def generate(self, seed: int) -> Dataset:
+        r_x, r_y = streams(seed, 2)
+        norms = r_x.uniform(self.norm_min, self.norm_max, self.n)
+        X = norms[:, None] * random_orthonormal(r_x, self.d, self.n)
+        u = r_y.uniform(self.label_min, self.label_max, self.n)
+        if self.label_signs == "balanced":
+            s = r_y.permutation(np.where(np.arange(self.n) < self.n // 2, -1.0, 1.0))
+        elif self.label_signs == "random":
+            s = signs(r_y, self.n)
+        else:
+            s = np.ones(self.n)
+        return Dataset(X, s * u, None, None, "regression", {"norms": norms}).validate()

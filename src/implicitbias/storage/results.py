@@ -1,0 +1,109 @@
+"""Results as an `xarray.Dataset`, saved to and loaded from NetCDF unchanged.
+
+Layout of a result:
+- dimensions `run` (members of the batch) and `checkpoint`;
+- run coordinates: every batched hyper-parameter (`seed`, `init_scale`, `lr`, `model.<field>`);
+- `step`, `time` and `grad_evals` over (run, checkpoint): GD step k sits at time t = lr k;
+- one variable per metric over (run, checkpoint) (see `implicitbias.training.recorder`);
+- `status` (0 running, 1 converged, 2 budget reached, 3 diverged, 4 solver failed), `status_name`,
+  `message` and `fail_step` per run;
+- the final parameters of every run as `theta.<name>` (and fixed arrays as `const.<name>`) with
+  dimensions (run, <name>_0, <name>_1, ...);
+- attributes: `config` (the full resolved configuration, YAML), `method`, `wall_time_s`, `version`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+import yaml
+
+from implicitbias.training.stopping import Status
+
+CLOCK = ("step", "time", "grad_evals")
+
+
+def _stack_rows(rows: list[dict]) -> dict[str, np.ndarray]:
+    names = list(rows[0])
+    return {k: np.stack([np.asarray(r[k]) for r in rows], axis=1) for k in names}
+
+
+def _param_vars(prefix: str, tree: Mapping[str, Any]) -> dict:
+    out = {}
+    for name, arr in tree.items():
+        arr = np.asarray(arr)
+        dims = ("run",) + tuple(f"{prefix}.{name}_{i}" for i in range(arr.ndim - 1))
+        out[f"{prefix}.{name}"] = (dims, arr)
+    return out
+
+
+def to_dataset(*, rows, kkt_rows, ticks, hp, status, messages, carry, const, method, wall_time, config):
+    metrics = _stack_rows(rows)
+    if kkt_rows and kkt_rows[0]:
+        metrics.update(_stack_rows(kkt_rows))
+    data_vars: dict[str, Any] = {k: (("run", "checkpoint"), v) for k, v in metrics.items()}
+    data_vars["status"] = (("run",), np.asarray(status, dtype=np.int32))
+    data_vars["status_name"] = (("run",), np.array([Status(int(s)).name.lower() for s in status], dtype=object))
+    data_vars["message"] = (("run",), np.array(messages, dtype=object))
+    data_vars["fail_step"] = (("run",), np.asarray(carry["fail_step"], dtype=np.int64))
+    data_vars.update(_param_vars("theta", carry["theta"]))
+    data_vars.update(_param_vars("const", const))
+    coords = {k: ("run", np.asarray(v)) for k, v in hp.items()}
+    coords["run"] = np.arange(len(status))
+    coords["checkpoint"] = np.arange(len(ticks))
+    coords["target"] = ("checkpoint", np.asarray(ticks))
+    attrs = {
+        "config": yaml.safe_dump(_plain(config), sort_keys=False),
+        "method": method.kind,
+        "wall_time_s": float(wall_time),
+        "version": __import__("implicitbias").__version__,
+    }
+    return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+
+
+def _plain(obj):
+    """Config values as plain YAML-able Python objects."""
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return obj
+
+
+def config_of(ds: xr.Dataset) -> dict:
+    return yaml.safe_load(ds.attrs["config"])
+
+
+def theta_of(ds: xr.Dataset, run: int) -> tuple[dict, dict]:
+    """(theta, const) of one run, as dicts of NumPy arrays."""
+    theta = {k[len("theta."):]: ds[k].isel(run=run).values for k in ds.data_vars if k.startswith("theta.")}
+    const = {k[len("const."):]: ds[k].isel(run=run).values for k in ds.data_vars if k.startswith("const.")}
+    return theta, const
+
+
+def save(ds: xr.Dataset, path: str | os.PathLike) -> Path:
+    """Write to NetCDF4 atomically (a temporary file renamed into place)."""
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    ds.to_netcdf(tmp, engine="netcdf4")
+    os.replace(tmp, path)
+    return path
+
+
+def load(path: str | os.PathLike) -> xr.Dataset:
+    """Read a result written by `save`; values, dtypes and attributes round-trip unchanged."""
+    with xr.open_dataset(path, engine="netcdf4") as ds:
+        out = ds.load()
+    for name in ("status_name", "message"):
+        if name in out:
+            out[name] = out[name].astype(object)
+    return out

@@ -1,0 +1,92 @@
+"""Discrete optimisers (GD, SGD, normalised GD) advanced to a checkpoint in one compiled loop.
+
+`advance(carry, target_step, ...)` runs a `lax.while_loop` until the member reaches
+`target_step`, converges (full-batch loss < tol) or diverges.  Under `vmap` the loop runs while any
+member is running, and a member that has stopped keeps its state unchanged.
+
+Divergence: when the loss at the current parameters is non-finite or exceeds
+`divergence_factor` x the initial loss, the member is reset to its previous (finite) parameters
+and marked DIVERGED with the step at which it happened, so that no non-finite value is recorded.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from implicitbias.training.methods import SGD, NormalizedGD
+from implicitbias.training.problem import Problem, tree_norm, tree_where
+from implicitbias.training.stopping import Status, Stop
+
+
+def make_discrete(problem: Problem, method, stop: Stop, n: int):
+    """(init_carry, advance) for one member; the caller vmaps and jits them."""
+    sgd = isinstance(method, SGD)
+    normalized = isinstance(method, NormalizedGD)
+    n_batches = n // method.batch_size if sgd else 1
+    check_tol = stop.loss_tol > 0 and not sgd
+
+    def optimizer(hp):
+        return optax.sgd(hp["lr"])
+
+    def init_carry(hp, theta, const, X, y):
+        loss0 = problem.risk(hp, theta, const, X, y)
+        limit = jnp.iinfo(jnp.int64).max if stop.max_time is None else jnp.floor(stop.max_time / hp["lr"])
+        return {
+            "theta": theta,
+            "theta_prev": theta,
+            "opt_state": optimizer(hp).init(theta),
+            "step": jnp.asarray(0, jnp.int64),
+            "fail_step": jnp.asarray(-1, jnp.int64),
+            "limit": jnp.asarray(limit, jnp.int64),
+            "status": jnp.asarray(Status.RUNNING, jnp.int32),
+            "loss": loss0,
+            "loss0": loss0,
+        }
+
+    def batch(hp, step, X, y):
+        if not sgd:
+            return X, y
+        epoch, b = step // n_batches, step % n_batches
+        key = jax.random.fold_in(jax.random.PRNGKey(hp["seed"]), 1_000_003 + epoch)
+        perm = jax.random.permutation(key, n)
+        idx = jax.lax.dynamic_slice(perm, (b * method.batch_size,), (method.batch_size,))
+        return X[idx], y[idx]
+
+    def advance(carry, target, hp, const, X, y):
+        opt = optimizer(hp)
+        value_and_grad = jax.value_and_grad(lambda th, Xb, yb: problem.risk(hp, th, const, Xb, yb))
+
+        def cond(c):
+            return (c["status"] == Status.RUNNING) & (c["step"] < jnp.minimum(target, c["limit"]))
+
+        def body(c):
+            Xb, yb = batch(hp, c["step"], X, y)
+            L, g = value_and_grad(c["theta"], Xb, yb)
+            bad = ~jnp.isfinite(L) | (L > stop.divergence_factor * jnp.maximum(c["loss0"], 1.0)) | ~jnp.isfinite(tree_norm(g))
+            done = (L < stop.loss_tol) if check_tol else jnp.asarray(False)
+            if normalized:
+                g = jax.tree_util.tree_map(lambda u: u / L, g)
+            updates, opt_state = opt.update(g, c["opt_state"], c["theta"])
+            moved = optax.apply_updates(c["theta"], updates)
+            accept = ~bad & ~done
+            status = jnp.where(bad, Status.DIVERGED, jnp.where(done, Status.CONVERGED, Status.RUNNING))
+            return {
+                **c,
+                "theta": tree_where(accept, moved, tree_where(bad, c["theta_prev"], c["theta"])),
+                "theta_prev": tree_where(accept, c["theta"], c["theta_prev"]),
+                "opt_state": tree_where(accept, opt_state, c["opt_state"]),
+                "step": jnp.maximum(c["step"] + accept - bad, 0),
+                "fail_step": jnp.where(bad, c["step"], c["fail_step"]),
+                "status": status.astype(jnp.int32),
+                "loss": jnp.where(bad, c["loss"], L),
+            }
+
+        return jax.lax.while_loop(cond, body, carry)
+
+    return init_carry, advance
+
+
+def member_time(carry, hp):
+    return carry["step"] * hp["lr"]

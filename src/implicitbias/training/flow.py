@@ -1,0 +1,123 @@
+"""Gradient flow d theta/dt = -grad L(theta), integrated by diffrax between checkpoints.
+
+`advance(carry, t_target, ...)` integrates one member from its current time to `t_target` with an
+adaptive step and a PID controller (rtol, atol), stopping early through a diffrax `Event` when the
+loss falls below `loss_tol`.  Each chunk starts with the average accepted step of the previous
+one.  The carry counts solver steps and gradient (vector-field) evaluations.
+"""
+
+from __future__ import annotations
+
+import diffrax
+import jax
+import jax.numpy as jnp
+
+from implicitbias.training.methods import GradientFlow
+from implicitbias.training.problem import Problem, tree_norm, tree_where
+from implicitbias.training.stopping import Status, Stop
+
+#: vector-field evaluations per solver step (accepted or rejected) of the explicit RK solvers;
+#: first-same-as-last solvers reuse their last stage, so a step costs stages - 1.
+EVALS_PER_STEP = {"tsit5": 6, "dopri5": 6, "dopri8": 13, "heun": 2}
+
+
+def make_solver(method: GradientFlow):
+    if method.solver == "rkc":
+        from implicitbias.training.rkc import RKC2
+
+        return RKC2()
+    return {
+        "tsit5": diffrax.Tsit5,
+        "dopri5": diffrax.Dopri5,
+        "dopri8": diffrax.Dopri8,
+        "heun": diffrax.Heun,
+    }[method.solver]()
+
+
+def chunk_evaluations(method: GradientFlow, sol) -> jnp.ndarray:
+    """Vector-field evaluations used by one diffeqsolve call (one chunk)."""
+    if method.solver == "rkc":
+        from implicitbias.training.rkc import evaluations
+
+        return evaluations(sol)
+    # one evaluation to start the first-same-as-last chain, then a fixed number per step
+    return 1 + EVALS_PER_STEP[method.solver] * sol.stats["num_steps"]
+
+
+def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
+    """(init_carry, advance) for one member; the caller vmaps and jits them."""
+    solver = make_solver(method)
+    max_time = jnp.inf if stop.max_time is None else stop.max_time
+
+    def init_carry(hp, theta, const, X, y):
+        loss0 = problem.risk(hp, theta, const, X, y)
+        atol = method.atol * (tree_norm(theta) if method.atol_relative else 1.0)
+        return {
+            "theta": theta,
+            "t": jnp.asarray(0.0),
+            "dt": jnp.asarray(method.dt0, dtype=float),
+            "atol": jnp.asarray(atol, dtype=float),
+            "step": jnp.asarray(0, jnp.int64),
+            "evals": jnp.asarray(0, jnp.int64),
+            "fail_step": jnp.asarray(-1, jnp.int64),
+            "status": jnp.asarray(Status.RUNNING, jnp.int32),
+            "loss": loss0,
+            "loss0": loss0,
+        }
+
+    def advance(carry, t_target, hp, const, X, y):
+        risk = lambda th: problem.risk(hp, th, const, X, y)
+        grad = jax.grad(risk)
+        term = diffrax.ODETerm(lambda t, th, args: jax.tree_util.tree_map(jnp.negative, grad(th)))
+        running = carry["status"] == Status.RUNNING
+        t0 = carry["t"]
+        t1 = jnp.where(running, jnp.minimum(t_target, max_time), t0)
+        active = t1 > t0
+        # a member with nothing to do integrates over a dummy unit interval and is discarded below
+        t1_solve = jnp.where(active, t1, t0 + 1.0)
+        event = None
+        if stop.loss_tol > 0:
+            event = diffrax.Event(lambda t, th, args, **kw: risk(th) < stop.loss_tol)
+        controller = diffrax.PIDController(rtol=method.rtol, atol=carry["atol"])
+        sol = diffrax.diffeqsolve(
+            term,
+            solver,
+            t0,
+            t1_solve,
+            jnp.minimum(carry["dt"], t1_solve - t0),
+            carry["theta"],
+            stepsize_controller=controller,
+            event=event,
+            max_steps=method.max_solver_steps,
+            saveat=diffrax.SaveAt(t1=True),
+            adjoint=diffrax.ForwardMode(),
+            throw=False,
+        )
+        theta = jax.tree_util.tree_map(lambda leaf: leaf[-1], sol.ys)
+        t_end = sol.ts[-1]
+        L = risk(theta)
+        bad = ~jnp.isfinite(L) | (L > stop.divergence_factor * jnp.maximum(carry["loss0"], 1.0))
+        bad = bad | ~jnp.isfinite(tree_norm(theta))
+        event_hit = sol.result == diffrax.RESULTS.event_occurred
+        ok = sol.result == diffrax.RESULTS.successful
+        status = jnp.where(
+            bad,
+            Status.DIVERGED,
+            jnp.where(event_hit, Status.CONVERGED, jnp.where(ok, Status.RUNNING, Status.SOLVER_FAILED)),
+        ).astype(jnp.int32)
+        accepted = sol.stats["num_accepted_steps"]
+        keep = active & ~bad
+        new = {
+            **carry,
+            "theta": tree_where(keep, theta, carry["theta"]),
+            "t": jnp.where(keep, t_end, t0),
+            "dt": jnp.where(keep & (accepted > 0), (t_end - t0) / jnp.maximum(accepted, 1), carry["dt"]),
+            "step": carry["step"] + jnp.where(active, sol.stats["num_steps"], 0),
+            "evals": carry["evals"] + jnp.where(active, chunk_evaluations(method, sol), 0),
+            "fail_step": jnp.where(active & bad, carry["step"], carry["fail_step"]),
+            "status": jnp.where(active, status, carry["status"]),
+            "loss": jnp.where(keep, L, carry["loss"]),
+        }
+        return new
+
+    return init_carry, advance

@@ -1,0 +1,73 @@
+"""Training methods of SCIENCE.md section 0, interchangeable in `train`.
+
+Discrete methods (GD, SGD, normalised GD) are optax transformations stepped in a compiled
+`lax.while_loop`; gradient flow is integrated by diffrax with error control.  GD step k and GF
+time t = eta k share one time axis.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import pydantic
+
+from implicitbias._spec import Spec
+
+
+class GD(Spec):
+    """Gradient descent theta_{k+1} = theta_k - lr grad L(theta_k)."""
+
+    kind: Literal["gd"] = "gd"
+    lr: pydantic.PositiveFloat = 0.01
+
+    @property
+    def is_flow(self) -> bool:
+        return False
+
+
+class SGD(Spec):
+    """SGD on batches of `batch_size` drawn without replacement each epoch, from the run's seed."""
+
+    kind: Literal["sgd"] = "sgd"
+    lr: pydantic.PositiveFloat = 0.01
+    batch_size: int = pydantic.Field(32, ge=1)
+
+    @property
+    def is_flow(self) -> bool:
+        return False
+
+
+class NormalizedGD(Spec):
+    """Normalised GD theta_{k+1} = theta_k - lr grad L(theta_k) / L(theta_k) (fast margin maximisation)."""
+
+    kind: Literal["normalized_gd"] = "normalized_gd"
+    lr: pydantic.PositiveFloat = 0.01
+
+    @property
+    def is_flow(self) -> bool:
+        return False
+
+
+class GradientFlow(Spec):
+    """Gradient flow d theta/dt = -grad L(theta), integrated by diffrax with a PID step-size controller.
+
+    solver: rkc (second-order Runge-Kutta-Chebyshev, stable far along the negative real axis, suited
+    to the stiff late phase of gradient flow, whose Jacobian -Hessian has real eigenvalues),
+    tsit5, dopri5, dopri8 or heun.  rtol/atol: the controller's tolerances; `atol_relative` scales
+    atol by the initial parameter norm (tolerances scaled to the size of the parameters).
+    """
+
+    kind: Literal["gf"] = "gf"
+    solver: Literal["rkc", "tsit5", "dopri5", "dopri8", "heun"] = "rkc"
+    rtol: float = pydantic.Field(1e-6, gt=0.0, lt=1.0)
+    atol: float = pydantic.Field(1e-9, gt=0.0)
+    atol_relative: bool = False
+    dt0: pydantic.PositiveFloat = 0.01
+    max_solver_steps: int = pydantic.Field(10_000_000, ge=1)
+
+    @property
+    def is_flow(self) -> bool:
+        return True
+
+
+AnyMethod = Annotated[GD | SGD | NormalizedGD | GradientFlow, pydantic.Field(discriminator="kind")]

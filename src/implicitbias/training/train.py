@@ -1,0 +1,166 @@
+"""`train`: the one entry point. Methods are interchangeable; a batch of runs is one compiled call.
+
+    ds = train(TwoLayer(width=20), data, Loss(name="logistic"), GD(lr=0.1),
+               stop=Stop(max_steps=10_000), batch={"init_scale": [1e-3, 1e-2, 1e-1]})
+
+returns an `xarray.Dataset` with every metric over (run, checkpoint), the final parameters of
+every run and the configuration in its attributes (see `implicitbias.storage.results`).
+"""
+
+from __future__ import annotations
+
+import functools
+import time as _time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from implicitbias._spec import ConfigError
+from implicitbias.losses import Loss
+from implicitbias.models.base import Model
+from implicitbias.training import checkpoints as _checkpoints
+from implicitbias.training.batch import build_batch
+from implicitbias.training.discrete import make_discrete
+from implicitbias.training.flow import make_flow
+from implicitbias.training.methods import GD, SGD
+from implicitbias.training.problem import Problem
+from implicitbias.training.recorder import Recorder
+from implicitbias.training.stopping import Status, Stop, failure_message
+from implicitbias.training.validation import validate_inputs
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(problem: Problem, method, stop: Stop, n: int, data_axis: int | None, recorder: Recorder):
+    """Vmapped, jitted (init, advance, record) for one problem; cached so repeated runs reuse it."""
+    make = make_flow if method.is_flow else make_discrete
+    init_carry, advance = make(problem, method, stop) if method.is_flow else make(problem, method, stop, n)
+    d_ax = data_axis
+
+    def init_member(hp, X, y, theta0):
+        theta, const = problem.init(hp, X.shape[-1])
+        if theta0 is not None:
+            theta = theta0
+        return init_carry(hp, theta, const, X, y), const
+
+    init = jax.jit(jax.vmap(init_member, in_axes=(0, d_ax, d_ax, None)))
+    adv = jax.jit(jax.vmap(advance, in_axes=(0, None, 0, 0, d_ax, d_ax)))
+    rec = jax.jit(jax.vmap(recorder.record, in_axes=(0, 0, 0, d_ax, d_ax, d_ax, d_ax, None)))
+    return init, adv, rec
+
+
+def default_loss(data) -> Loss:
+    return Loss(name="logistic" if data.task == "classification" else "square")
+
+
+def train(
+    model: Model,
+    data,
+    loss: Loss | None = None,
+    method=None,
+    *,
+    stop: Stop | None = None,
+    seed: int = 0,
+    init_scale: float = 1.0,
+    batch: Mapping[str, Sequence[Any]] | None = None,
+    theta0=None,
+    checkpoints: int | Sequence[float] = 30,
+    reference: np.ndarray | None = None,
+    kkt: bool = True,
+    progress: bool = False,
+    config: Mapping[str, Any] | None = None,
+):
+    """Train one run or a batch of runs and return their results as an `xarray.Dataset`.
+
+    model, loss, method, stop: specs (see `implicitbias.models`, `.losses`, `.training.methods`).
+    data: a `Dataset`, or a sequence of same-shaped Datasets, one per member of the batch.
+    batch: batched hyper-parameters, zipped: keys `seed`, `init_scale`, `lr` and `model.<field>` for
+        numeric model fields; every list has one entry per run.
+    theta0: explicit initial parameters (the same for every run), overriding the model's init.
+    checkpoints: number of log-spaced checkpoints, or the list of steps (times for gradient flow).
+    reference: a vector against which the model's linear predictor is compared (e.g. the SVM).
+    kkt: record the KKT residual of S10 for homogeneous classification models.
+    """
+    loss = loss or default_loss(data if not isinstance(data, Sequence) else data[0])
+    method = method or GD()
+    stop = stop or Stop()
+    datasets = list(data) if isinstance(data, Sequence) else [data]
+    validate_inputs(model, datasets, loss, method, stop)
+    hp, overrides = build_batch(model, method, seed, init_scale, batch, n_data=len(datasets))
+    n_runs = len(hp["seed"])
+    grid = _checkpoints.resolve(
+        checkpoints, is_flow=method.is_flow, max_steps=stop.max_steps, max_time=stop.max_time,
+        first_time=getattr(method, "dt0", 0.01),
+    )
+    batched = len(datasets) > 1
+    stack = (lambda a: jnp.asarray(np.stack(a))) if batched else (lambda a: jnp.asarray(a[0]))
+    X, y = stack([ds.X for ds in datasets]), stack([ds.y for ds in datasets])
+    has_test = datasets[0].X_test is not None
+    Xt = stack([ds.X_test for ds in datasets]) if has_test else X
+    yt = stack([ds.y_test for ds in datasets]) if has_test else y
+    problem = Problem(model, loss, overrides)
+    recorder = Recorder(problem, loss.is_classification, has_test, reference is not None,
+                        n_batch=method.batch_size if isinstance(method, SGD) else None)
+    init, advance, record = _compiled(problem, method, stop, X.shape[-2], 0 if batched else None, recorder)
+    hp_j = {k: jnp.asarray(v) for k, v in hp.items()}
+    ref = jnp.asarray(reference) if reference is not None else jnp.zeros(())
+
+    started = _time.perf_counter()
+    carry, const = init(hp_j, X, y, theta0)
+    rows, kkt_rows, ticks = [], [], []
+    bar = _progress_bar(len(grid), progress)
+    for target in grid:
+        carry = advance(carry, target, hp_j, const, X, y)
+        rows.append(jax.device_get(record(hp_j, carry["theta"], const, X, y, Xt, yt, ref)))
+        rows[-1] = {**rows[-1], **_clock(carry, hp, method)}
+        kkt_rows.append(recorder.kkt_host(hp, carry["theta"], const, X, y) if kkt else {})
+        ticks.append(target)
+        bar.update(1)
+        if not np.any(np.asarray(carry["status"]) == Status.RUNNING):
+            break
+    bar.close()
+    wall = _time.perf_counter() - started
+
+    carry = jax.device_get(carry)
+    status = np.asarray(carry["status"]).copy()
+    status[status == Status.RUNNING] = Status.BUDGET
+    lr = hp.get("lr")
+    messages = [
+        failure_message(Status(int(s)), int(fs), float(fs) * float(lr[i]) if lr is not None else float(t),
+                        float(lo), float(lr[i]) if lr is not None else None)
+        for i, (s, fs, t, lo) in enumerate(zip(status, carry["fail_step"], np.asarray(_clock(carry, hp, method)[
+            "time"]), carry["loss"]))
+    ]
+    from implicitbias.storage.results import to_dataset
+
+    return to_dataset(
+        rows=rows, kkt_rows=kkt_rows, ticks=np.asarray(ticks), hp=hp, status=status, messages=messages,
+        carry=carry, const=jax.device_get(const), method=method, wall_time=wall,
+        config=config or {"model": model.model_dump(), "loss": loss.model_dump(),
+                          "method": method.model_dump(), "stop": stop.model_dump()},
+    )
+
+
+def _clock(carry, hp, method) -> dict[str, np.ndarray]:
+    step = np.asarray(carry["step"])
+    if method.is_flow:
+        return {"step": step, "time": np.asarray(carry["t"]), "grad_evals": np.asarray(carry["evals"])}
+    return {"step": step, "time": step * np.asarray(hp["lr"]), "grad_evals": step}
+
+
+class _NoBar:
+    def update(self, n):
+        pass
+
+    def close(self):
+        pass
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="checkpoints", unit="ckpt", leave=False)
