@@ -70,6 +70,17 @@ def test_residual_is_invariant_under_rescaling(svm):
         np.testing.assert_allclose(got.multipliers, ref.multipliers, rtol=1e-9, atol=1e-12)
 
 
+def test_more_points_than_parameters():
+    """P = 2 < n = 4: w = (1, 0) is the SVM of these points; the multipliers of the two support points are
+    not unique (only their sum, 1), those of the points at margins 2 and 3 must vanish."""
+    X = jnp.array([[1.0, 0.0], [-1.0, 0.0], [2.0, 1.0], [-3.0, -2.0]])
+    y = jnp.array([1.0, -1.0, 1.0, -1.0])
+    res = kkt_residual(linear, {"w": jnp.array([2.0, 0.0])}, X, y, 1)
+    assert res.stationarity < 1e-12 and abs(res.complementarity) < 1e-12
+    np.testing.assert_allclose(res.multipliers[:2].sum(), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(res.multipliers[2:], 0.0, atol=1e-12)
+
+
 def test_misclassified_point_gives_an_invalid_result(svm):
     theta, X, y, _ = svm
     res = kkt_residual(linear, theta, X, y.at[0].set(-1.0), 1)

@@ -59,24 +59,24 @@ def test_ranks_and_norms_from_known_singular_values():
 
 
 def test_rank_extremes():
-    flat = with_singular_values(np.full(4, 2.0), 4, 6, seed=1)
+    flat = with_singular_values(np.full(4, 2.0), 7, 5, seed=1)
     np.testing.assert_allclose(stable_rank(flat), 4.0, rtol=1e-12)
     np.testing.assert_allclose(effective_rank(flat), 4.0, rtol=1e-12)
-    rank_one = jnp.outer(jnp.arange(1.0, 4.0), jnp.arange(1.0, 6.0))
+    rank_one = jnp.outer(jnp.arange(1.0, 8.0), jnp.arange(1.0, 6.0))
     np.testing.assert_allclose(stable_rank(rank_one), 1.0, rtol=1e-12)
     np.testing.assert_allclose(effective_rank(rank_one), 1.0, rtol=1e-12)
     assert int(numerical_rank(rank_one)) == 1
 
 
 def test_zero_matrix_gives_zeros_not_nan():
-    Z = jnp.zeros((3, 4))
+    Z = jnp.zeros((7, 5))
     for fn in (stable_rank, effective_rank, numerical_rank, spectral_norm, nuclear_norm, frobenius_norm):
         assert float(fn(Z)) == 0.0, fn.__name__
     assert float(singular_value_ratio(Z, 2)) == 0.0
 
 
 def test_spectral_under_jit_and_vmap():
-    Ws = jnp.stack([with_singular_values(np.array([2.0, 1.0]), 5, 4, seed=i) for i in range(3)])
+    Ws = jnp.stack([with_singular_values(np.array([2.0, 1.0]), 7, 5, seed=i) for i in range(3)])
     out = jax.jit(jax.vmap(lambda W: jnp.stack([stable_rank(W), effective_rank(W)])))(Ws)
     np.testing.assert_allclose(out[:, 0], 1.25, rtol=1e-12)
     p = np.array([2.0, 1.0]) / 3.0
@@ -85,7 +85,7 @@ def test_spectral_under_jit_and_vmap():
 
 def test_singular_value_ratio_rejects_k_zero():
     with pytest.raises(ValueError, match="counted from k = 1"):
-        singular_value_ratio(jnp.eye(2), 0)
+        singular_value_ratio(jnp.eye(5), 0)
 
 
 # -- margins ---------------------------------------------------------------------------------------------
@@ -173,8 +173,8 @@ def test_neuron_angles_against_a_loop():
 
 
 def test_neuron_angles_with_fewer_than_two_active():
-    W = jnp.asarray(np.random.default_rng(0).standard_normal((4, 3)))
-    for mask in ([False] * 4, [False, True, False, False]):
+    W = jnp.asarray(np.random.default_rng(0).standard_normal((7, 4)))
+    for mask in ([False] * 7, [False, True] + [False] * 5):
         mx, mean = neuron_angles(W, jnp.asarray(mask))
         assert float(mx) == 0.0 and float(mean) == 0.0
 

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import contextvars
+
 import pydantic
+
+_depth = contextvars.ContextVar("spec_depth", default=0)
 
 
 class ConfigError(ValueError):
@@ -43,10 +47,24 @@ def _allowed(err: dict[str, Any]) -> str:
     return err.get("msg", "")
 
 
-def format_validation_error(exc: pydantic.ValidationError, prefix: str = "") -> str:
+def _field_path(loc, data) -> str:
+    """The dotted field path of an error, without the discriminator tags pydantic inserts in `loc`."""
+    parts, node = [], data
+    for p in loc:
+        p = str(p)
+        if p.startswith("function-"):
+            continue
+        if isinstance(node, dict) and p not in node and p in (str(node.get("kind")), str(node.get("name"))):
+            continue
+        parts.append(p)
+        node = node.get(p) if isinstance(node, dict) else None
+    return ".".join(parts)
+
+
+def format_validation_error(exc: pydantic.ValidationError, prefix: str = "", data: Any = None) -> str:
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+        loc = _field_path(err["loc"], data)
         field = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
         value = err.get("input")
         if isinstance(value, dict):
@@ -61,10 +79,16 @@ class Spec(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
     def __init__(self, **data: Any) -> None:
+        outer = _depth.get()
+        token = _depth.set(outer + 1)
         try:
             super().__init__(**data)
         except pydantic.ValidationError as exc:
-            raise ConfigError(format_validation_error(exc, type(self).__name__)) from None
+            if outer > 0:  # nested inside another Spec: let the outer one report the full path
+                raise
+            raise ConfigError(format_validation_error(exc, type(self).__name__, data)) from None
+        finally:
+            _depth.reset(token)
 
     def replace(self, **changes: Any) -> Spec:
         """A copy with some fields changed, without validation (used inside traced code,

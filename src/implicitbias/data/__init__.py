@@ -13,7 +13,7 @@ import pydantic
 from implicitbias._spec import ConfigError
 from implicitbias.data.cifar import Cifar10
 from implicitbias.data.classification import GaussianMixture, NearlyOrthogonal, NoisyXor, Separable
-from implicitbias.data.dataset import DataSpec, Dataset
+from implicitbias.data.dataset import Dataset, DataSpec
 from implicitbias.data.matrices import MatrixCompletion, MatrixSensing, RazinCohen
 from implicitbias.data.neuron import Orthogonal, TeacherNeuron, TwoTeachers
 from implicitbias.data.real import Digits

@@ -16,7 +16,7 @@ import numpy as np
 import pydantic
 
 from implicitbias._spec import ConfigError
-from implicitbias.data.dataset import DataSpec, Dataset, streams
+from implicitbias.data.dataset import Dataset, DataSpec, streams
 
 RECORD = 1 + 3072
 TRAIN_FILES = tuple(f"data_batch_{i}.bin" for i in range(1, 6))
@@ -96,7 +96,9 @@ class Cifar10(DataSpec):
         if (p / ARCHIVE).is_file():
             _tar_members(p / ARCHIVE)
             return "archive", p / ARCHIVE
-        raise _missing(p, f"it holds neither {FOLDER}/ with {', '.join(TRAIN_FILES)} and {TEST_FILE} nor {ARCHIVE}")
+        raise _missing(
+            p, f"it holds neither {FOLDER}/ with {', '.join(TRAIN_FILES)} and {TEST_FILE} nor {ARCHIVE}"
+        )
 
     def _read(self) -> tuple[np.ndarray, np.ndarray]:
         kind, where = self.locate()
@@ -131,7 +133,11 @@ class Cifar10(DataSpec):
         mean = X.mean(axis=0) if self.centre and len(X) else np.zeros(X.shape[1])
         label = lambda r: np.where(r[:, 0] == self.classes[1], 1.0, -1.0)
         has_test = len(test) > 0
-        info = {"classes": self.classes, "label_names": tuple(LABEL_NAMES[c] for c in self.classes), "mean": mean}
+        info = {
+            "classes": self.classes,
+            "label_names": tuple(LABEL_NAMES[c] for c in self.classes),
+            "mean": mean,
+        }
         return Dataset(
             X - mean,
             label(train),

@@ -10,7 +10,7 @@ import numpy as np
 import pydantic
 import scipy.stats
 
-from implicitbias.data.dataset import DataSpec, Dataset, random_orthonormal, signs, streams
+from implicitbias.data.dataset import Dataset, DataSpec, random_orthonormal, signs, streams
 
 
 class _MeanNorm(DataSpec):

@@ -65,7 +65,8 @@ class Dataset:
             _check_pair("X_test", "y_test", self.X_test, self.y_test, self.task)
             if self.X_test.shape[1:] != self.X.shape[1:]:
                 raise ConfigError(
-                    f"data.X_test has shape {self.X_test.shape}: expected {self.X.shape[1]} columns like data.X"
+                    f"data.X_test has shape {self.X_test.shape}: "
+                    f"expected {self.X.shape[1]} columns like data.X"
                 )
         return self
 

@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 import pydantic
 
-from implicitbias.data.dataset import DataSpec, Dataset, streams
+from implicitbias.data.dataset import Dataset, DataSpec, streams
 
 
 class _LowRank(DataSpec):

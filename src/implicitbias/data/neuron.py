@@ -11,7 +11,7 @@ import numpy as np
 import pydantic
 
 from implicitbias._spec import ConfigError
-from implicitbias.data.dataset import DataSpec, Dataset, random_orthonormal, signs, streams
+from implicitbias.data.dataset import Dataset, DataSpec, random_orthonormal, signs, streams
 
 
 def _relu(z):
@@ -74,16 +74,18 @@ class TeacherNeuron(DataSpec):
 
     def generate(self, seed: int) -> Dataset:
         r_data, r_test = streams(seed, 2)
-        for redraws in range(self.max_redraws + 1):
+        redraws = 0
+        while True:
             mu, X, v, x0 = self._draw_once(r_data)
             if np.all(X @ v > 0):
                 break
-        else:
-            raise ConfigError(
-                f"TeacherNeuron: no draw with every angle between v* and x_i below pi/2 in "
-                f"max_redraws = {self.max_redraws} redraws (d = {self.d}, rho = {self.rho_value}): "
-                "increase max_redraws or lower rho"
-            )
+            redraws += 1
+            if redraws > self.max_redraws:
+                raise ConfigError(
+                    f"TeacherNeuron: no draw with every angle between v* and x_i below pi/2 in "
+                    f"max_redraws = {self.max_redraws} redraws (d = {self.d}, rho = {self.rho_value}): "
+                    "increase max_redraws or lower rho"
+                )
         teacher = lambda Z: _relu(Z @ v)
         X_test, y_test = _gaussian_test(r_test, self.n_test, self.d, teacher)
         info = {"v_star": v, "mu": mu, "rho": self.rho_value, "redraws": redraws}
@@ -118,17 +120,19 @@ class TwoTeachers(DataSpec):
         r_data, r_test = streams(seed, 2)
         k = self.n_per_teacher or self.d
         cluster = np.repeat([0, 1], k)
-        for redraws in range(self.max_redraws + 1):
+        redraws = 0
+        while True:
             mu = random_orthonormal(r_data, self.d, 1)[0]
             U = np.stack([mu, -mu])
             X = U[cluster] + math.sqrt(self.rho / self.d) * r_data.standard_normal((2 * k, self.d))
             if np.all(np.sum(X * U[cluster], axis=1) > 0):
                 break
-        else:
-            raise ConfigError(
-                f"TwoTeachers: no draw with every point within pi/2 of its teacher in "
-                f"max_redraws = {self.max_redraws} redraws (d = {self.d}, rho = {self.rho})"
-            )
+            redraws += 1
+            if redraws > self.max_redraws:
+                raise ConfigError(
+                    f"TwoTeachers: no draw with every point within pi/2 of its teacher in "
+                    f"max_redraws = {self.max_redraws} redraws (d = {self.d}, rho = {self.rho})"
+                )
         V = np.asarray(self.norms)[:, None] * U
         a = np.asarray(self.outer_signs, dtype=float)
         teacher = lambda Z: _relu(Z @ V.T) @ a
@@ -162,7 +166,9 @@ class Orthogonal(DataSpec):
         if self.norm_min > self.norm_max:
             raise ValueError(f"norm_min = {self.norm_min} > norm_max = {self.norm_max}: expected min <= max")
         if self.label_min > self.label_max:
-            raise ValueError(f"label_min = {self.label_min} > label_max = {self.label_max}: expected min <= max")
+            raise ValueError(
+                f"label_min = {self.label_min} > label_max = {self.label_max}: expected min <= max"
+            )
         return self
 
     def generate(self, seed: int) -> Dataset:

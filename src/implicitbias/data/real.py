@@ -9,7 +9,7 @@ import numpy as np
 import pydantic
 
 from implicitbias._spec import ConfigError
-from implicitbias.data.dataset import DataSpec, Dataset, streams
+from implicitbias.data.dataset import Dataset, DataSpec, streams
 
 Digit = Annotated[int, pydantic.Field(ge=0, le=9)]
 

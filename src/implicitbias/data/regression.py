@@ -8,7 +8,7 @@ from typing import Literal
 import numpy as np
 import pydantic
 
-from implicitbias.data.dataset import DataSpec, Dataset, signs, streams
+from implicitbias.data.dataset import Dataset, DataSpec, signs, streams
 
 
 class SparseRegression(DataSpec):
@@ -34,7 +34,9 @@ class SparseRegression(DataSpec):
     @pydantic.model_validator(mode="after")
     def _sizes(self):
         if self.n >= self.d:
-            raise ValueError(f"n = {self.n} >= d = {self.d}: sparse regression here is under-determined, n < d")
+            raise ValueError(
+                f"n = {self.n} >= d = {self.d}: sparse regression here is under-determined, n < d"
+            )
         if self.k > self.d:
             raise ValueError(f"k = {self.k} > d = {self.d}: the support of w* has at most d entries")
         return self

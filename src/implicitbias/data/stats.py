@@ -7,6 +7,8 @@ import dataclasses
 
 import numpy as np
 
+from implicitbias._spec import ConfigError
+
 
 @dataclasses.dataclass(frozen=True)
 class NearOrthogonality:
@@ -40,7 +42,10 @@ class NearOrthogonality:
 
     def lines(self) -> list[str]:
         """The conditions as "quantity >= bound: holds/fails (numbers)" lines."""
-        out = [f"R_min = {self.R_min:.6g}, R_max = {self.R_max:.6g}, max_(i!=j) |<x_i,x_j>| = {self.max_inner:.6g}"]
+        out = [
+            f"R_min = {self.R_min:.6g}, R_max = {self.R_max:.6g}, "
+            f"max_(i!=j) |<x_i,x_j>| = {self.max_inner:.6g}"
+        ]
         if self.gamma is not None:
             out.append(
                 f"Frei Thm 3.2: R_min^2 >= 3 gamma^-3 R^2 n max|<x_i,x_j>|: "
@@ -58,7 +63,13 @@ class NearOrthogonality:
 
 def near_orthogonality(X, gamma: float | None = None, C_kou: float | None = None) -> NearOrthogonality:
     """Evaluate the near-orthogonality conditions of Frei et al. (Thm 3.2) and Kou et al. on the rows of X."""
+    if gamma is not None and not 0.0 < gamma <= 1.0:
+        raise ConfigError(f"gamma = {gamma!r} is not allowed: expected a leaky slope in (0, 1]")
+    if C_kou is not None and not C_kou > 0.0:
+        raise ConfigError(f"C_kou = {C_kou!r} is not allowed: expected a constant > 0")
     X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] == 0:
+        raise ConfigError(f"X has shape {X.shape}: expected a non-empty (n, d) array")
     n = X.shape[0]
     G = X @ X.T
     sq = np.diag(G).copy()

@@ -13,7 +13,13 @@ from implicitbias.metrics.angles import (
     neuron_angles,
     pairwise_angles,
 )
-from implicitbias.metrics.kkt import KKTResidual, kkt_residual, kkt_system, nonnegative_least_squares
+from implicitbias.metrics.kkt import (
+    KKTResidual,
+    KKTSystem,
+    kkt_residual,
+    kkt_system,
+    nonnegative_least_squares,
+)
 from implicitbias.metrics.margins import (
     accuracy,
     cosine,
@@ -35,6 +41,7 @@ from implicitbias.metrics.spectral import (
 
 __all__ = [
     "KKTResidual",
+    "KKTSystem",
     "accuracy",
     "active_neurons",
     "angle_between",

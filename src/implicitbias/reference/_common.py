@@ -17,7 +17,9 @@ def as_data(X, y=None):
     """Return (X, y) as float64 NumPy arrays, checking X is (n, d) and y is (n,)."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
-        raise ValueError(f"X must be a 2-D array of shape (n, d) with the data points as rows, got shape {X.shape}")
+        raise ValueError(
+            f"X must be a 2-D array of shape (n, d) with the data points as rows, got shape {X.shape}"
+        )
     if not np.all(np.isfinite(X)):
         raise ValueError("X contains NaN or infinite entries")
     if y is None:

@@ -42,7 +42,9 @@ def min_l1_interpolator(X, y) -> np.ndarray:
     if res.status == 2:
         raise ValueError("min_l1_interpolator: Xw = y has no solution (no interpolator exists)")
     if res.status != 0:
-        raise ReferenceSolverError(f"min-l1 interpolation LP: HiGHS returned status {res.status} ({res.message})")
+        raise ReferenceSolverError(
+            f"min-l1 interpolation LP: HiGHS returned status {res.status} ({res.message})"
+        )
     return res.x[:d] - res.x[d:]
 
 
@@ -103,7 +105,9 @@ def woodworth_q_interpolator(
         w = c * np.sinh(s)
         grad = X @ w - y
         if np.linalg.norm(grad) <= tol * scale:
-            return QInterpolatorResult(w=w, nu=nu, residual=float(np.linalg.norm(grad)) / scale, n_iter=it - 1)
+            return QInterpolatorResult(
+                w=w, nu=nu, residual=float(np.linalg.norm(grad)) / scale, n_iter=it - 1
+            )
         hess = (X * (c * np.cosh(s))) @ X.T
         step = -np.linalg.lstsq(hess, grad, rcond=None)[0]
         slope = float(grad @ step)
@@ -166,7 +170,9 @@ def min_nuclear_norm_sensing(A, y, shape: tuple[int, int] | None = None) -> Nucl
         raise ReferenceSolverError(f"nuclear-norm minimisation: Clarabel returned status {status!r}")
     Wv = np.asarray(W.value)
     residual = float(np.max(np.abs(np.einsum("nij,ij->n", A, Wv) - y), initial=0.0))
-    return NuclearNormResult(W=Wv, nuclear_norm=float(np.linalg.svd(Wv, compute_uv=False).sum()), residual=residual)
+    return NuclearNormResult(
+        W=Wv, nuclear_norm=float(np.linalg.svd(Wv, compute_uv=False).sum()), residual=residual
+    )
 
 
 def min_nuclear_norm_completion(entries, y, shape: tuple[int, int]) -> NuclearNormResult:

@@ -187,7 +187,10 @@ def l1_max_margin(X, y) -> L1MaxMarginResult:
     Z = y[:, None] * X
     n, d = Z.shape
     res = scipy.optimize.linprog(
-        np.ones(2 * d), A_ub=-np.hstack([Z, -Z]), b_ub=-np.ones(n), bounds=[(0, None)] * (2 * d),
+        np.ones(2 * d),
+        A_ub=-np.hstack([Z, -Z]),
+        b_ub=-np.ones(n),
+        bounds=[(0, None)] * (2 * d),
         method="highs",
     )
     if res.status == 2:

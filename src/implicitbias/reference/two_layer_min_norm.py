@@ -42,13 +42,16 @@ def _strictly_feasible(X, signs):
     return res.x if res.status == 0 else None
 
 
-def activation_patterns(X, *, method: str = "exact", n_samples: int = 20_000, seed: int = 0) -> np.ndarray:
+def activation_patterns(
+    X, *, method: str = "exact", n_samples: int = 20_000, seed: int = 0, max_patterns: int = 20_000
+) -> np.ndarray:
     """The activation patterns 1[X u >= 0] of ReLU neurons on the data, as a (P, n) boolean array.
 
     method="exact": every chamber of the hyperplane arrangement {<x_i, u> = 0}, found incrementally (add
     one point at a time and keep the sign extensions that a linear program proves strictly feasible,
     reusing each chamber's witness u for one of the two sides); at most 2^n patterns, so for small n or
-    small d. Zero rows of X are always inactive.
+    small d (raises ValueError once more than max_patterns chambers appear). Zero rows of X are always
+    inactive.
     method="sampled": the patterns of n_samples Gaussian directions u (seeded); a subset of the chambers,
     so the convex program built on it gives an upper bound.
     The all-inactive pattern is included when it occurs; it never carries a neuron.
@@ -83,6 +86,11 @@ def activation_patterns(X, *, method: str = "exact", n_samples: int = 20_000, se
                 if witness is not None:
                     grown.append((cand, witness))
         chambers = grown
+        if len(chambers) > max_patterns:
+            raise ValueError(
+                f"activation_patterns: more than max_patterns = {max_patterns} chambers after {i + 1} of {n} "
+                "points; use method='sampled' (an upper bound on the minimum norm) or raise max_patterns"
+            )
     return np.array([s for s, _ in chambers], dtype=bool).reshape(-1, n)
 
 
@@ -150,7 +158,9 @@ def min_norm_relu_interpolator(
     status = solve_cvxpy(cp.Problem(cp.Minimize(objective), constraints), "min-norm ReLU interpolation")
     if U.value is None or status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
         if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
-            raise ValueError("min_norm_relu_interpolator: no network with these activation patterns interpolates")
+            raise ValueError(
+                "min_norm_relu_interpolator: no network with these activation patterns interpolates"
+            )
         raise ReferenceSolverError(f"min-norm ReLU interpolation: Clarabel returned status {status!r}")
     blocks = np.vstack([U.value, V.value])
     signs = np.concatenate([np.ones(P), -np.ones(P)])

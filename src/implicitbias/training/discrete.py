@@ -27,6 +27,9 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
     n_batches = n // method.batch_size if sgd else 1
     check_tol = stop.loss_tol > 0 and not sgd
 
+    def threshold(c):
+        return stop.divergence_factor * jnp.maximum(c["loss0"], 1.0)
+
     def optimizer(hp):
         return optax.sgd(hp["lr"])
 
@@ -64,7 +67,7 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
         def body(c):
             Xb, yb = batch(hp, c["step"], X, y)
             L, g = value_and_grad(c["theta"], Xb, yb)
-            bad = ~jnp.isfinite(L) | (L > stop.divergence_factor * jnp.maximum(c["loss0"], 1.0)) | ~jnp.isfinite(tree_norm(g))
+            bad = ~jnp.isfinite(L) | (L > threshold(c)) | ~jnp.isfinite(tree_norm(g))
             done = (L < stop.loss_tol) if check_tol else jnp.asarray(False)
             if normalized:
                 g = jax.tree_util.tree_map(lambda u: u / L, g)
@@ -83,7 +86,18 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
                 "loss": jnp.where(bad, c["loss"], L),
             }
 
-        return jax.lax.while_loop(cond, body, carry)
+        c = jax.lax.while_loop(cond, body, carry)
+        # the parameters handed to the recorder must have a finite, bounded loss: check the last step
+        L = problem.risk(hp, c["theta"], const, X, y)
+        bad = (c["status"] == Status.RUNNING) & (~jnp.isfinite(L) | (L > threshold(c)))
+        return {
+            **c,
+            "theta": tree_where(bad, c["theta_prev"], c["theta"]),
+            "step": jnp.where(bad, jnp.maximum(c["step"] - 1, 0), c["step"]),
+            "fail_step": jnp.where(bad, c["step"], c["fail_step"]),
+            "status": jnp.where(bad, Status.DIVERGED, c["status"]).astype(jnp.int32),
+            "loss": jnp.where(bad | sgd, c["loss"], L),
+        }
 
     return init_carry, advance
 

@@ -12,7 +12,7 @@ def validate_inputs(model, datasets, loss, method, stop) -> None:
         try:
             ds.validate()
         except ConfigError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
+            raise ConfigError(str(exc) if len(datasets) == 1 else f"{where}: {exc}") from None
         task = "classification" if loss.is_classification else "regression"
         if ds.task != task:
             raise ConfigError(

@@ -1,0 +1,476 @@
+"""Second-order Runge--Kutta--Chebyshev (RKC2) solver for diffrax, with honest evaluation counting.
+
+Why this solver exists
+----------------------
+Gradient flow dθ/dt = -∇L(θ) has Jacobian -∇²L(θ), a symmetric matrix: its eigenvalues are real. Near a
+minimum they are all <= 0, and the spread is wide (the fastest modes decay at rate λ_max(∇²L) = O(1), the
+slowest ones at rate ~1e-3 in the S11 teacher-neuron benchmark). An explicit Runge--Kutta method such as
+Tsit5 must keep dt·λ_max inside its small stability region (dt ≈ 3/λ_max) for the whole exponential tail of
+the loss, however smooth the solution is. Runge--Kutta--Chebyshev methods are explicit methods whose
+stability region along the negative real axis grows like s² with the number of stages s: with s stages
+one step of length dt is stable as long as dt·ρ <= β(s) ≈ 0.65 s², so the cost of a step of length dt is
+only ~ sqrt(dt·ρ) vector-field evaluations instead of ~ dt·ρ.
+
+The method (Sommeijer, Shampine & Verwer 1997, "RKC: an explicit solver for parabolic PDEs", J. Comput.
+Appl. Math. 88; Verwer, Hundsdorfer & Sommeijer 1990): damped Chebyshev polynomials of the first kind
+T_j, evaluated at w0 = 1 + ε/s² with damping ε = 2/13, w1 = T_s'(w0)/T_s''(w0), b_j = T_j''(w0)/T_j'(w0)²
+(j >= 2), b_0 = b_1 = b_2, and
+
+    Y_0 = y_n,    Y_1 = y_n + μ̃_1 h F_0,                                       μ̃_1 = b_1 w1,
+    Y_j = (1 - μ_j - ν_j) y_n + μ_j Y_{j-1} + ν_j Y_{j-2} + μ̃_j h F(Y_{j-1}) + γ̃_j h F_0,   j = 2..s,
+    μ_j = 2 w0 b_j / b_{j-1},  ν_j = -b_j / b_{j-2},  μ̃_j = 2 w1 b_j / b_{j-1},
+    γ̃_j = -(1 - b_{j-1} T_{j-1}(w0)) μ̃_j,                     y_{n+1} = Y_s,
+
+with stage times c_j = w1 T_j''(w0) / T_j'(w0) (c_1 = c_2 / T_2'(w0), c_s = 1). The error estimate
+(same paper) is Est = (12 (y_n - y_{n+1}) + 6 h (F(y_n) + F(y_{n+1}))) / 15, an O(h³) quantity, which is
+why `error_order` is 3. F(y_{n+1}) is reused as F_0 of the next step ("first same as last"), so a step
+with s stages costs exactly s vector-field evaluations. The number of stages is chosen per step from a
+spectral-radius estimate ρ, s = 1 + floor(sqrt(1 + 1.54 h ρ)) (the rule of the RKC code), so that
+h ρ lies inside the damped stability interval with a margin.
+
+ρ is estimated by the nonlinear power method on the vector field (as in the RKC code): with f0 = F(y),
+repeat  Jv ≈ (F(y + δ v) - f0) / δ,  ρ ≈ ‖Jv‖,  v ← Jv / ‖Jv‖,  with δ = sqrt(eps)·‖y‖. Each iteration is
+one vector-field evaluation and is counted. The eigen-direction v is kept in the solver state so that the
+iteration is warm-started; ρ is refreshed every `refresh_every` accepted steps (and on the first step), and
+a safety factor `rho_safety` (1.2, as in RKC) is applied. Alternatively pass `spectral_radius=fn(t, y,
+args)` (e.g. an exact bound for a linear problem): it costs nothing in the count, so only use it when it
+really is free.
+
+Counting vector-field evaluations (honestly)
+--------------------------------------------
+diffrax keeps the solver state of a step only if the step is accepted (a rejected step rolls the state
+back), so a counter in the solver state can only count the evaluations of *accepted* steps. This module
+therefore counts in two places:
+
+* the solver state holds ``num_vf_evals_accepted``: the evaluations made by `init` (F(y0) plus the initial
+  power iteration) and by every accepted step (stages, FSAL evaluation, power iterations);
+* to also count the evaluations made by *rejected* steps, wrap the step-size controller in
+  :class:`CountingController` and build the solver with ``RKC2(report_evals=True)``: the solver then hands
+  the evaluation count of each attempt to the controller alongside the error estimate, and the controller
+  accumulates it in its own state (which diffrax never rolls back).
+
+Read the counts with :func:`rkc_num_evaluations` (needs ``SaveAt(..., solver_state=True)`` and, for the
+complete count, ``controller_state=True``). With the plain ``diffrax.PIDController`` the rejected steps are
+bounded by :func:`rkc_num_evaluations` as ``upper_bound``. For a diffrax FSAL Runge--Kutta solver (Tsit5,
+Dopri5) use :func:`erk_num_evaluations`.
+
+All loops (power iteration, Chebyshev coefficients, stages) are ``lax.while_loop`` with traced trip counts,
+so the solver works under ``jax.jit`` and ``jax.vmap`` (over a batch, the loop runs as long as the longest
+member needs and masks the others; each member's count is its own number of evaluations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+from jax import lax
+
+__all__ = [
+    "RKC2",
+    "CountingController",
+    "rkc_num_evaluations",
+    "erk_num_evaluations",
+    "rkc_stage_count",
+]
+
+_DAMPING = 2.0 / 13.0
+
+
+# --------------------------------------------------------------------------------------------------------
+# small pytree helpers
+# --------------------------------------------------------------------------------------------------------
+
+
+def _axpy(alpha, x, y):
+    """alpha * x + y, leafwise."""
+    return jtu.tree_map(lambda a, b: alpha * a + b, x, y)
+
+
+def _lin(coeffs, trees):
+    """Σ_k coeffs[k] * trees[k], leafwise."""
+
+    def f(*leaves):
+        out = coeffs[0] * leaves[0]
+        for c, leaf in zip(coeffs[1:], leaves[1:]):
+            out = out + c * leaf
+        return out
+
+    return jtu.tree_map(f, *trees)
+
+
+def _norm2(tree):
+    leaves = jtu.tree_leaves(tree)
+    if not leaves:
+        return jnp.asarray(0.0)
+    return jnp.sqrt(sum(jnp.sum(jnp.abs(x) ** 2) for x in leaves))
+
+
+def _scale(alpha, tree):
+    return jtu.tree_map(lambda x: alpha * x, tree)
+
+
+def _idt():
+    """The default integer dtype (int64 when JAX runs in x64 mode)."""
+    return jnp.result_type(int)
+
+
+def rkc_stage_count(h_rho, s_max: int | None = None):
+    """Stage count used for a step with h·ρ = `h_rho` (ρ already including the safety factor).
+
+    s = 1 + floor(sqrt(1 + 1.54 h ρ)), at least 2 (the rule of the RKC code, which keeps hρ inside the
+    damped stability interval β(s) ≈ 0.653 s² with a margin).
+    """
+    s = 1 + jnp.floor(jnp.sqrt(1.0 + 1.54 * jnp.maximum(h_rho, 0.0))).astype(jnp.int32)
+    s = jnp.maximum(s, 2)
+    if s_max is not None:
+        s = jnp.minimum(s, s_max)
+    return s
+
+
+def _chebyshev_end(w0, s):
+    """T_s'(w0) and T_s''(w0) by the three-term recurrences (traced s)."""
+    one = jnp.ones_like(w0)
+    zero = jnp.zeros_like(w0)
+
+    def body(j, c):
+        t1, t0, d1, d0, e1, e0 = c  # T_{j-1}, T_{j-2}, T'_{j-1}, T'_{j-2}, T''_{j-1}, T''_{j-2}
+        t = 2 * w0 * t1 - t0
+        d = 2 * t1 + 2 * w0 * d1 - d0
+        e = 4 * d1 + 2 * w0 * e1 - e0
+        return t, t1, d, d1, e, e1
+
+    c = lax.fori_loop(2, s + 1, body, (w0, one, one, zero, zero, zero))
+    return c[2], c[4]
+
+
+# --------------------------------------------------------------------------------------------------------
+# the solver
+# --------------------------------------------------------------------------------------------------------
+
+
+class _ErrorWithCount(eqx.Module):
+    """The error estimate of one step together with the number of vector-field evaluations it used.
+
+    Only produced when ``RKC2(report_evals=True)``; unpacked by :class:`CountingController`.
+    """
+
+    error: Any
+    count: Any
+
+
+class RKC2(diffrax.AbstractAdaptiveSolver):
+    """Adaptive-stage second-order Runge--Kutta--Chebyshev solver (RKC, Sommeijer--Shampine--Verwer 1997).
+
+    For ODEs dy/dt = F(t, y) whose Jacobian has eigenvalues near the negative real axis (gradient flow:
+    -∇²L is symmetric, so they are real). Use with ``diffrax.PIDController(rtol, atol)`` (PI/PID
+    coefficients optional), or with :class:`CountingController` wrapping it to count rejected steps too.
+
+    **Arguments** (all optional):
+
+    - `s_max`: hard cap on the number of stages per step (default 1000, stable for h·ρ up to ~6.5e5).
+      If a step needs more stages than this, it is computed with `s_max` stages and reported with an
+      infinite error, so the controller shrinks the step.
+    - `damping`: ε in w0 = 1 + ε/s² (default 2/13, as in RKC).
+    - `rho_safety`: factor applied to the estimated spectral radius (default 1.2, as in RKC).
+    - `refresh_every`: re-estimate ρ every this many accepted steps (default 10; the first step always
+      estimates). The power iteration is warm-started from the previous eigen-direction.
+    - `power_max_iter`: power iterations per refresh at most (default 20 on the first estimate; refreshes
+      use `power_refresh_max_iter`, default 5).
+    - `power_rtol`: stop the power iteration once successive estimates agree to this relative tolerance
+      (default 0.05).
+    - `spectral_radius`: optional callable ``(t, y, args) -> ρ`` replacing the power method (costs nothing
+      in the count: use only for a bound that is genuinely free, e.g. a known linear operator).
+    - `report_evals`: if True, the error estimate handed to the step-size controller carries the number
+      of evaluations of the step; the controller must then be a :class:`CountingController`.
+
+    The solver state is a dict; ``state["num_vf_evals"]`` is the cumulative number of vector-field
+    evaluations of `init` and of all accepted steps; ``state["rho"]`` the current ρ estimate (without
+    safety factor); ``state["stages"]`` the stage count of the last accepted step.
+    """
+
+    term_structure: ClassVar = diffrax.AbstractTerm
+    interpolation_cls: ClassVar[Callable[..., diffrax.AbstractLocalInterpolation]] = (
+        diffrax.ThirdOrderHermitePolynomialInterpolation
+    )
+
+    s_max: int = 1000
+    damping: float = _DAMPING
+    rho_safety: float = 1.2
+    refresh_every: int = 10
+    power_max_iter: int = 20
+    power_refresh_max_iter: int = 5
+    power_rtol: float = 0.05
+    spectral_radius: Callable | None = None
+    report_evals: bool = eqx.field(static=True, default=False)
+
+    def order(self, terms):
+        return 2
+
+    def error_order(self, terms):
+        # Est = (12 (y_n - y_{n+1}) + 6h(F_n + F_{n+1}))/15 is O(h^3): the controller should use
+        # factor ~ err^(-1/3), as the RKC code does.
+        return 3
+
+    def func(self, terms, t0, y0, args):
+        return terms.vf(t0, y0, args)
+
+    # -- spectral radius -------------------------------------------------------------------------------
+
+    def _power(self, terms, t, y, f0, args, v, rho, max_iter):
+        """Nonlinear power method warm-started at direction v; returns (rho, v, evaluations)."""
+        eps = jnp.finfo(jnp.result_type(*jtu.tree_leaves(y))).eps
+        ynorm = _norm2(y)
+        delta = jnp.sqrt(eps) * jnp.where(ynorm > 0, ynorm, 1.0)
+
+        def cond(c):
+            k, rho_prev, rho_k, _ = c
+            converged = (k >= 2) & (jnp.abs(rho_k - rho_prev) <= self.power_rtol * rho_k)
+            return (k < max_iter) & ~converged
+
+        def body(c):
+            k, _, rho_k, v_k = c
+            z = _axpy(delta, v_k, y)
+            fz = terms.vf(t, z, args)
+            jv = _scale(1.0 / delta, jtu.tree_map(lambda a, b: a - b, fz, f0))
+            r = _norm2(jv)
+            ok = jnp.isfinite(r) & (r > 0)
+            v_new = jtu.tree_map(lambda a, b: jnp.where(ok, a / jnp.where(ok, r, 1.0), b), jv, v_k)
+            r = jnp.where(ok, r, rho_k)
+            return k + 1, rho_k, r, v_new
+
+        k, _, rho_out, v_out = lax.while_loop(cond, body, (jnp.asarray(0, _idt()), rho, rho, v))
+        return rho_out, v_out, k
+
+    def _estimate_rho(self, terms, t, y, f0, args, v, rho, max_iter):
+        if self.spectral_radius is not None:
+            return jnp.asarray(self.spectral_radius(t, y, args)), v, jnp.asarray(0, _idt())
+        return self._power(terms, t, y, f0, args, v, rho, max_iter)
+
+    # -- init / step -----------------------------------------------------------------------------------
+
+    def init(self, terms, t0, t1, y0, args):
+        del t1
+        f0 = terms.vf(t0, y0, args)
+        # deterministic pseudo-random start for the power iteration (not orthogonal to the top mode)
+        leaves, treedef = jtu.tree_flatten(y0)
+        keys = jax.random.split(jax.random.PRNGKey(20240613), max(len(leaves), 1))
+        v0 = jtu.tree_unflatten(
+            treedef, [jax.random.normal(k, jnp.shape(x), jnp.result_type(x)) for k, x in zip(keys, leaves)]
+        )
+        v0 = _scale(1.0 / _norm2(v0), v0)
+        rho0 = jnp.zeros((), jnp.result_type(*leaves))
+        rho, v, k = self._estimate_rho(terms, t0, y0, f0, args, v0, rho0, self.power_max_iter)
+        return dict(
+            f0=f0,
+            v=v,
+            rho=jnp.asarray(rho, rho0.dtype),
+            since_refresh=jnp.asarray(0, _idt()),
+            num_vf_evals=(1 + k).astype(_idt()),
+            init_evals=(1 + k).astype(_idt()),
+            stages=jnp.asarray(0, jnp.int32),
+            max_stages=jnp.asarray(0, jnp.int32),
+            max_power=jnp.asarray(self.power_refresh_max_iter if self.spectral_radius is None else 0, _idt()),
+        )
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        st = solver_state
+        h = t1 - t0
+        # after a jump the stored F(y0) is stale
+        f0 = lax.cond(made_jump, lambda: terms.vf(t0, y0, args), lambda: st["f0"])
+        evals = jnp.where(made_jump, 1, 0).astype(_idt())
+
+        # spectral radius: refreshed every `refresh_every` accepted steps (warm-started)
+        refresh = (st["since_refresh"] + 1 >= self.refresh_every) | made_jump
+        max_iter = jnp.where(refresh, self.power_refresh_max_iter, 0)
+        rho, v, k = self._estimate_rho(terms, t0, y0, f0, args, st["v"], st["rho"], max_iter)
+        if self.spectral_radius is None:
+            evals = evals + k
+            since_refresh = jnp.where(refresh, 0, st["since_refresh"] + 1)
+        else:
+            since_refresh = st["since_refresh"]
+
+        # stage count (traced)
+        h_rho = jnp.abs(h) * self.rho_safety * rho
+        s_needed = rkc_stage_count(h_rho)
+        s = jnp.minimum(s_needed, self.s_max)
+        capped = s_needed > self.s_max
+
+        dtype = jnp.result_type(float)
+        w0 = 1.0 + self.damping / (s.astype(dtype) ** 2)
+        d_s, e_s = _chebyshev_end(w0, s)
+        w1 = d_s / e_s
+        b2 = 1.0 / (4.0 * w0**2)  # b_2 = T_2''/T_2'^2 = 4/(4 w0)^2; b_0 = b_1 = b_2
+
+        control = terms.contr(t0, t1)
+        k0 = terms.prod(f0, control)  # h F_0
+        y1_stage = _axpy(b2 * w1, k0, y0)  # Y_1
+        c1 = b2 * w1
+
+        def cond(c):
+            return c[0] <= s
+
+        def body(c):
+            j, yjm1, yjm2, cjm1, t1_, t0_, d1, d0, e1, e0, bjm1, bjm2 = c
+            tj = 2 * w0 * t1_ - t0_
+            dj = 2 * t1_ + 2 * w0 * d1 - d0
+            ej = 4 * d1 + 2 * w0 * e1 - e0
+            bj = ej / dj**2
+            mu = 2 * w0 * bj / bjm1
+            nu = -bj / bjm2
+            mut = 2 * w1 * bj / bjm1
+            gamt = -(1.0 - bjm1 * t1_) * mut
+            kj = terms.vf_prod(t0 + cjm1 * h, yjm1, args, control)  # h F(Y_{j-1})
+            yj = _lin((1.0 - mu - nu, mu, nu, mut, gamt), (y0, yjm1, yjm2, kj, k0))
+            cj = w1 * ej / dj
+            return j + 1, yj, yjm1, cj, tj, t1_, dj, d1, ej, e1, bj, bjm1
+
+        one = jnp.ones_like(w0)
+        zero = jnp.zeros_like(w0)
+        init = (jnp.asarray(2, s.dtype), y1_stage, y0, c1, w0, one, one, zero, zero, zero, b2, b2)
+        out = lax.while_loop(cond, body, init)
+        y1 = out[1]
+        evals = evals + (s - 1).astype(_idt())
+
+        f1 = terms.vf(t1, y1, args)
+        evals = evals + 1
+        k1 = terms.prod(f1, control)
+        y_error = jtu.tree_map(lambda a, b, p, q: (12.0 * (a - b) + 6.0 * (p + q)) / 15.0, y0, y1, k0, k1)
+        y_error = jtu.tree_map(lambda e: jnp.where(capped, jnp.inf, e), y_error)
+
+        new_state = dict(
+            f0=f1,
+            v=v,
+            rho=jnp.asarray(rho, st["rho"].dtype),
+            since_refresh=since_refresh,
+            num_vf_evals=st["num_vf_evals"] + evals.astype(_idt()),
+            init_evals=st["init_evals"],
+            stages=s.astype(jnp.int32),
+            max_stages=jnp.maximum(st["max_stages"], s.astype(jnp.int32)),
+            max_power=st["max_power"],
+        )
+        dense_info = dict(y0=y0, y1=y1, k0=k0, k1=k1)
+        if self.report_evals:
+            y_error = _ErrorWithCount(y_error, evals)
+        return y1, y_error, dense_info, new_state, diffrax.RESULTS.successful
+
+
+# --------------------------------------------------------------------------------------------------------
+# counting controller
+# --------------------------------------------------------------------------------------------------------
+
+
+class CountingController(diffrax.AbstractAdaptiveStepSizeController):
+    """Wraps an adaptive step-size controller and accumulates the evaluations of *every* step attempt.
+
+    Use together with ``RKC2(report_evals=True)``; the state is ``(inner_state, attempted_evals)`` and
+    ``attempted_evals`` is the number of vector-field evaluations made by all accepted *and rejected*
+    steps. Save it with ``SaveAt(..., controller_state=True)`` and read it with
+    :func:`rkc_num_evaluations`.
+    """
+
+    controller: diffrax.AbstractAdaptiveStepSizeController
+
+    @property
+    def rtol(self):
+        return self.controller.rtol
+
+    @property
+    def atol(self):
+        return self.controller.atol
+
+    @property
+    def norm(self):
+        return self.controller.norm
+
+    def wrap(self, direction):
+        return CountingController(self.controller.wrap(direction))
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        tnext, inner = self.controller.init(terms, t0, t1, y0, dt0, args, func, error_order)
+        return tnext, (inner, jnp.asarray(0, _idt()))
+
+    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
+        inner, total = controller_state
+        if isinstance(y_error, _ErrorWithCount):
+            err, count = y_error.error, y_error.count
+        else:
+            err, count = y_error, 0
+        keep, tprev, tnext, made_jump, inner, result = self.controller.adapt_step_size(
+            t0, t1, y0, y1_candidate, args, err, error_order, inner
+        )
+        count = jnp.asarray(count).astype(total.dtype)
+        return keep, tprev, tnext, made_jump, (inner, total + count), result
+
+
+# --------------------------------------------------------------------------------------------------------
+# reading the counts
+# --------------------------------------------------------------------------------------------------------
+
+
+def _initial_step_evals(dt0_given: bool) -> int:
+    # diffrax.PIDController.init with dt0=None calls `solver.func` twice to pick the first step size
+    # (`_select_initial_step`: F(y0) and F(y0 + h0 F(y0))).
+    return 0 if dt0_given else 2
+
+
+def rkc_num_evaluations(sol, dt0_given: bool = False) -> dict:
+    """Vector-field evaluations of an :class:`RKC2` solve.
+
+    `sol` must have been produced with ``SaveAt(..., solver_state=True)``; if the controller was a
+    :class:`CountingController` and ``SaveAt(controller_state=True)`` was set, the count of rejected
+    steps is exact too. Works on batched (vmapped) solutions, leafwise.
+
+    Returns a dict with
+      - ``accepted``: evaluations of the solver's `init` and of all accepted steps (incl. power iterations);
+      - ``initial_step``: the evaluations spent by the PID controller choosing dt0 (2, or 0 if dt0 given);
+      - ``total``: exact total (init + every attempted step + initial step choice) when the counting
+        controller state is available, else ``None``;
+      - ``upper_bound``: without the counting controller, accepted + initial_step + num_rejected·s_max'
+        where s_max' is the largest stage count of an accepted step plus the refresh iterations -- only a
+        rough bound (a rejected step can in principle use more stages than any accepted one);
+      - ``num_accepted_steps``, ``num_rejected_steps``.
+    """
+    state = sol.solver_state
+    if state is None:
+        raise ValueError("solve with SaveAt(..., solver_state=True) to read the evaluation count")
+    accepted = state["num_vf_evals"]
+    init_dt = _initial_step_evals(dt0_given)
+    out = dict(
+        accepted=accepted,
+        initial_step=init_dt,
+        num_accepted_steps=sol.stats["num_accepted_steps"],
+        num_rejected_steps=sol.stats["num_rejected_steps"],
+        total=None,
+        upper_bound=None,
+    )
+    cstate = sol.controller_state
+    if isinstance(cstate, tuple) and len(cstate) == 2:
+        # CountingController state: (inner state, evaluations of every attempted step)
+        out["total"] = state["init_evals"] + cstate[1] + init_dt
+    else:
+        num_rej = sol.stats["num_rejected_steps"]
+        out["upper_bound"] = accepted + init_dt + num_rej * (state["max_stages"] + state["max_power"])
+    return out
+
+
+def erk_num_evaluations(sol, stages_per_step: int = 6, dt0_given: bool = False):
+    """Vector-field evaluations of a diffrax FSAL explicit RK solve (Tsit5, Dopri5: 7 stages, FSAL).
+
+    Each step attempt (accepted or rejected) evaluates the 6 non-FSAL stages (the last stage, F(y1),
+    becomes the first stage of the next step; after a rejection the stored F(y0) is still valid). The
+    first step additionally evaluates F(y0) once (more precisely: once per attempt until the first step
+    is accepted, almost always 1), and the PID controller's initial step choice costs 2 more when dt0 is
+    None. So
+
+        evaluations = 6 · sol.stats["num_steps"] + 1 + (0 if dt0 given else 2)
+
+    where num_steps = num_accepted_steps + num_rejected_steps. For Bosh3 (4 stages, FSAL) use
+    ``stages_per_step=3``; for a non-FSAL solver pass its full stage count and subtract the +1.
+    """
+    return stages_per_step * sol.stats["num_steps"] + 1 + _initial_step_evals(dt0_given)

@@ -1,0 +1,164 @@
+"""The training engine against closed forms: least squares, linear gradient flow, GD -> GF as eta -> 0,
+batching, determinism, validation and divergence."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+from implicitbias._spec import ConfigError
+from implicitbias.data import Dataset
+from implicitbias.losses import Loss
+from implicitbias.models import Linear, TwoLayer
+from implicitbias.storage import load, save, theta_of
+from implicitbias.training import GD, SGD, GradientFlow, Status, Stop, train
+
+SQUARE = Loss(name="square")
+
+
+def _regression(n, d, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) / np.sqrt(d)
+    return Dataset(X=X, y=rng.normal(size=n), task="regression")
+
+
+def _classification(n=12, d=40, seed=0):
+    rng = np.random.default_rng(seed)
+    return Dataset(X=rng.normal(size=(n, d)), y=np.where(rng.random(n) < 0.5, -1.0, 1.0),
+                   X_test=rng.normal(size=(30, d)), y_test=np.where(rng.random(30) < 0.5, -1.0, 1.0))
+
+
+def test_gd_least_squares_reaches_the_interpolator_closest_to_w0():
+    data = _regression(8, 20)
+    w0 = np.random.default_rng(1).normal(size=20)
+    ds = train(Linear(), data, SQUARE, GD(lr=2.0), stop=Stop(max_steps=20_000, loss_tol=1e-30),
+               theta0={"w": w0}, checkpoints=[20_000], kkt=False)
+    expected = w0 + np.linalg.pinv(data.X) @ (data.y - data.X @ w0)
+    np.testing.assert_allclose(ds["theta.w"].values[0], expected, atol=1e-8)
+
+
+def _quadratic_flow(data, w0, t):
+    """Closed form of GF on L = |Xw - y|^2 / (2n): w(t) = w* + expm(-A t)(w0 - w*), A = X^T X / n."""
+    n = data.X.shape[0]
+    A = data.X.T @ data.X / n
+    w_star = np.linalg.solve(A, data.X.T @ data.y / n)
+    return w_star + scipy.linalg.expm(-A * t) @ (w0 - w_star)
+
+
+@pytest.mark.parametrize("solver", ["tsit5", "rkc"])
+def test_gradient_flow_matches_matrix_exponential(solver):
+    data = _regression(30, 6)
+    w0 = np.random.default_rng(2).normal(size=6)
+    times = [0.5, 2.0, 10.0]
+    ds = train(Linear(), data, SQUARE, GradientFlow(solver=solver, rtol=1e-8, atol=1e-10),
+               stop=Stop(max_time=10.0), theta0={"w": w0}, checkpoints=times, kkt=False)
+    assert ds.status.values[0] == Status.BUDGET
+    np.testing.assert_allclose(ds.time.values[0], [0.0, *times])
+    np.testing.assert_allclose(ds["theta.w"].values[0], _quadratic_flow(data, w0, 10.0), rtol=1e-6, atol=1e-7)
+
+
+def test_gd_tracks_gradient_flow_with_first_order_error():
+    data = _regression(30, 6)
+    w0 = np.random.default_rng(3).normal(size=6)
+    T, lrs = 2.0, [0.08, 0.04, 0.02, 0.01]
+    ds = train(Linear(), data, SQUARE, GD(), stop=Stop(max_time=T, max_steps=1000), theta0={"w": w0},
+               batch={"lr": lrs}, checkpoints=[int(T / min(lrs))], kkt=False)
+    np.testing.assert_allclose(ds.time.values[:, -1], T)
+    errors = np.linalg.norm(ds["theta.w"].values - _quadratic_flow(data, w0, T), axis=1)
+    slope = np.polyfit(np.log(lrs), np.log(errors), 1)[0]
+    assert 0.9 < slope < 1.1, (slope, errors)
+
+
+def test_batch_equals_runs_one_by_one():
+    data = _classification()
+    model, method, stop = TwoLayer(width=8), GD(lr=0.3), Stop(max_steps=200)
+    batch = {"seed": [0, 1, 2], "init_scale": [0.01, 0.1, 0.5], "lr": [0.3, 0.1, 0.2]}
+    together = train(model, data, method=method, stop=stop, batch=batch, checkpoints=6)
+    for r in range(3):
+        alone = train(model, data, method=method, stop=stop, checkpoints=6,
+                      batch={k: [v[r]] for k, v in batch.items()})
+        for name in ("loss", "W.stable_rank", "normalized_margin", "theta.W"):
+            np.testing.assert_allclose(together[name].values[r], alone[name].values[0], rtol=1e-10, atol=1e-13)
+
+
+def test_converged_member_stops_changing_while_others_go_on():
+    data = _classification(n=6, d=60)
+    ds = train(TwoLayer(width=8), data, method=GD(), stop=Stop(max_steps=3000, loss_tol=0.05),
+               batch={"init_scale": [0.5, 0.5], "lr": [0.05, 0.005]}, checkpoints=12)
+    assert ds.status.values[0] == Status.CONVERGED
+    k = int(np.argmax(ds.loss.values[0] < 0.05))
+    np.testing.assert_array_equal(ds.loss.values[0, k:], ds.loss.values[0, k])
+    assert ds.step.values[1, -1] > ds.step.values[0, -1]
+
+
+def test_same_seed_gives_identical_arrays_and_netcdf_round_trip(tmp_path):
+    data = _classification()
+    kw = dict(method=SGD(lr=0.2, batch_size=4), stop=Stop(max_steps=100), checkpoints=5, seed=7)
+    a, b = train(TwoLayer(width=6), data, **kw), train(TwoLayer(width=6), data, **kw)
+    for name in a.data_vars:
+        np.testing.assert_array_equal(a[name].values, b[name].values)
+    loaded = load(save(a, tmp_path / "r.nc"))
+    for name in a.data_vars:
+        np.testing.assert_array_equal(a[name].values, loaded[name].values)
+    assert loaded.attrs == a.attrs
+    theta, const = theta_of(loaded, 0)
+    np.testing.assert_array_equal(theta["W"], a["theta.W"].values[0])
+
+
+SCRIPT = """
+import numpy as np, sys
+from implicitbias.data import Dataset
+from implicitbias.models import TwoLayer
+from implicitbias.training import train, GD, Stop
+rng = np.random.default_rng(0)
+data = Dataset(X=rng.normal(size=(10, 20)), y=np.where(rng.random(10) < 0.5, -1.0, 1.0))
+ds = train(TwoLayer(width=5), data, method=GD(lr=0.5), stop=Stop(max_steps=50), checkpoints=4, seed=3)
+sys.stdout.write(ds["theta.W"].values.tobytes().hex())
+"""
+
+
+def test_identical_in_a_fresh_process():
+    runs = [subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, check=True).stdout
+            for _ in range(2)]
+    assert runs[0] == runs[1] and len(runs[0]) > 0
+
+
+@pytest.mark.parametrize(
+    "build, field",
+    [
+        (lambda d: (TwoLayer(), Dataset(X=np.full((3, 2), np.nan), y=np.ones(3))), "X"),
+        (lambda d: (TwoLayer(), Dataset(X=np.ones((3, 2)), y=np.array([1.0, 0.5, -1.0]))), "y"),
+        (lambda d: (TwoLayer(), Dataset(X=np.ones((3, 2)), y=np.ones(4))), "y"),
+        (lambda d: (TwoLayer(width=0), d), "width"),
+        (lambda d: (TwoLayer(gamma=2.0), d), "gamma"),
+        (lambda d: (TwoLayer(gamma=0.0), d), "gamma"),
+        (lambda d: (TwoLayer(activation="tanh"), d), "activation"),
+        (lambda d: (TwoLayer(), d, GD(lr=0.0)), "lr"),
+        (lambda d: (TwoLayer(), d, GD(lr=-1.0)), "lr"),
+    ],
+)
+def test_bad_input_is_rejected_before_compiling(build, field):
+    data = _classification(n=3, d=2)
+    with pytest.raises(ConfigError) as info:
+        args = build(data)
+        train(*args[:2], method=args[2] if len(args) > 2 else GD())
+    message = str(info.value)
+    assert field in message and ("allowed" in message or "expects" in message or "expected" in message)
+
+
+def test_bad_batch_value_names_its_entry():
+    with pytest.raises(ConfigError, match=r"batch\.lr\[1\] = -0\.1"):
+        train(TwoLayer(), _classification(), batch={"lr": [0.1, -0.1]})
+
+
+def test_gd_far_above_two_over_beta_reports_divergence_with_its_step():
+    data = _regression(20, 5)
+    beta = np.linalg.eigvalsh(data.X.T @ data.X / 20).max()
+    ds = train(Linear(), data, SQUARE, GD(lr=50.0 / beta), stop=Stop(max_steps=500), init_scale=1.0,
+               checkpoints=5, kkt=False)
+    assert ds.status_name.values[0] == "diverged"
+    assert 0 < ds.fail_step.values[0] < 500
+    assert f"step {ds.fail_step.values[0]}" in ds.message.values[0] and "method.lr" in ds.message.values[0]
+    assert np.all(np.isfinite(ds.loss.values)) and np.all(np.isfinite(ds["theta.w"].values))
