@@ -8,7 +8,8 @@ Layout of a result:
 - `status` (0 running, 1 converged, 2 budget reached, 3 diverged, 4 solver failed), `status_name`,
   `message` and `fail_step` per run;
 - the final parameters of every run as `theta.<name>` (and fixed arrays as `const.<name>`) with
-  dimensions (run, <name>_0, <name>_1, ...);
+  dimensions (run, <name>_0, <name>_1, ...); with `keep_trajectory`, the parameters at every
+  checkpoint as `trajectory.theta.<name>` over (run, checkpoint, ...);
 - attributes: `config` (the full resolved configuration, YAML), `method`, `wall_time_s`, `version`.
 """
 
@@ -42,7 +43,8 @@ def _param_vars(prefix: str, tree: Mapping[str, Any]) -> dict:
     return out
 
 
-def to_dataset(*, rows, kkt_rows, ticks, hp, status, messages, carry, const, method, wall_time, config):
+def to_dataset(*, rows, kkt_rows, ticks, hp, status, messages, carry, const, method, wall_time, config,
+               trajectory=()):
     metrics = _stack_rows(rows)
     if kkt_rows and kkt_rows[0]:
         metrics.update(_stack_rows(kkt_rows))
@@ -53,6 +55,11 @@ def to_dataset(*, rows, kkt_rows, ticks, hp, status, messages, carry, const, met
     data_vars["fail_step"] = (("run",), np.asarray(carry["fail_step"], dtype=np.int64))
     data_vars.update(_param_vars("theta", carry["theta"]))
     data_vars.update(_param_vars("const", const))
+    if trajectory:
+        for name in trajectory[0]:
+            arr = np.stack([np.asarray(t[name]) for t in trajectory], axis=1)
+            dims = ("run", "checkpoint") + tuple(f"theta.{name}_{i}" for i in range(arr.ndim - 2))
+            data_vars[f"trajectory.theta.{name}"] = (dims, arr)
     coords = {k: ("run", np.asarray(v)) for k, v in hp.items()}
     coords["run"] = np.arange(len(status))
     coords["checkpoint"] = np.arange(len(ticks))

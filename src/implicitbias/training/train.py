@@ -33,7 +33,8 @@ from implicitbias.training.validation import validate_inputs
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(problem: Problem, method, stop: Stop, n: int, data_axis: int | None, recorder: Recorder):
+def _compiled(problem: Problem, method, stop: Stop, n: int, data_axis: int | None, recorder: Recorder,
+              ref_axis: int | None = None):
     """Vmapped, jitted (init, advance, record) for one problem; cached so repeated runs reuse it."""
     make = make_flow if method.is_flow else make_discrete
     init_carry, advance = make(problem, method, stop) if method.is_flow else make(problem, method, stop, n)
@@ -47,7 +48,7 @@ def _compiled(problem: Problem, method, stop: Stop, n: int, data_axis: int | Non
 
     init = jax.jit(jax.vmap(init_member, in_axes=(0, d_ax, d_ax, None)))
     adv = jax.jit(jax.vmap(advance, in_axes=(0, None, 0, 0, d_ax, d_ax)))
-    rec = jax.jit(jax.vmap(recorder.record, in_axes=(0, 0, 0, d_ax, d_ax, d_ax, d_ax, None)))
+    rec = jax.jit(jax.vmap(recorder.record, in_axes=(0, 0, 0, d_ax, d_ax, d_ax, d_ax, ref_axis)))
     return init, adv, rec
 
 
@@ -69,6 +70,7 @@ def train(
     checkpoints: int | Sequence[float] = 30,
     reference: np.ndarray | None = None,
     kkt: bool = True,
+    keep_trajectory: bool = False,
     progress: bool = False,
     config: Mapping[str, Any] | None = None,
 ):
@@ -80,7 +82,10 @@ def train(
         numeric model fields; every list has one entry per run.
     theta0: explicit initial parameters (the same for every run), overriding the model's init.
     checkpoints: number of log-spaced checkpoints, or the list of steps (times for gradient flow).
-    reference: a vector against which the model's linear predictor is compared (e.g. the SVM).
+    reference: a vector (or one per run, shape (runs, d)) against which the model's linear predictor
+        is compared (e.g. the SVM direction).
+    keep_trajectory: also store the parameters at every checkpoint (`trajectory.theta.<name>`), so
+        every recorded metric can be recomputed; final parameters are always stored.
     kkt: record the KKT residual of S10 for homogeneous classification models.
     """
     loss = loss or default_loss(data if not isinstance(data, Sequence) else data[0])
@@ -103,13 +108,15 @@ def train(
     problem = Problem(model, loss, overrides)
     recorder = Recorder(problem, loss.is_classification, has_test, reference is not None,
                         n_batch=method.batch_size if isinstance(method, SGD) else None)
-    init, advance, record = _compiled(problem, method, stop, X.shape[-2], 0 if batched else None, recorder)
-    hp_j = {k: jnp.asarray(v) for k, v in hp.items()}
     ref = jnp.asarray(reference) if reference is not None else jnp.zeros(())
+    ref_axis = 0 if ref.ndim == 2 else None
+    init, advance, record = _compiled(problem, method, stop, X.shape[-2], 0 if batched else None, recorder,
+                                      ref_axis)
+    hp_j = {k: jnp.asarray(v) for k, v in hp.items()}
 
     started = _time.perf_counter()
     carry, const = init(hp_j, X, y, theta0)
-    rows, kkt_rows, ticks = [], [], []
+    rows, kkt_rows, ticks, trajectory = [], [], [], []
     bar = _progress_bar(len(grid), progress)
     for target in grid:
         carry = advance(carry, target, hp_j, const, X, y)
@@ -117,6 +124,8 @@ def train(
         rows[-1] = {**rows[-1], **_clock(carry, hp, method)}
         kkt_rows.append(recorder.kkt_host(hp, carry["theta"], const, X, y) if kkt else {})
         ticks.append(target)
+        if keep_trajectory:
+            trajectory.append(jax.device_get(carry["theta"]))
         bar.update(1)
         if not np.any(np.asarray(carry["status"]) == Status.RUNNING):
             break
@@ -137,7 +146,7 @@ def train(
 
     return to_dataset(
         rows=rows, kkt_rows=kkt_rows, ticks=np.asarray(ticks), hp=hp, status=status, messages=messages,
-        carry=carry, const=jax.device_get(const), method=method, wall_time=wall,
+        carry=carry, const=jax.device_get(const), method=method, wall_time=wall, trajectory=trajectory,
         config=config or {"model": model.model_dump(), "loss": loss.model_dump(),
                           "method": method.model_dump(), "stop": stop.model_dump()},
     )

@@ -1,0 +1,172 @@
+"""The `implicitbias` command line: list, describe, run and report experiments."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from implicitbias._spec import ConfigError
+
+EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_PREDICTION_FAILED = 2, 3, 1
+
+
+def _parse_sets(items: list[str]) -> dict:
+    overrides = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r} is not allowed: expected field=value, e.g. --set model.width=50")
+        key, raw = item.split("=", 1)
+        overrides[key.strip()] = yaml.safe_load(raw) if raw.strip() else raw
+    return overrides
+
+
+def cmd_list(args) -> int:
+    from implicitbias.experiments import catalog
+
+    rows = [(e.name, e.paper, ",".join(e.systems), e.runtime_quick, e.runtime_full, e.summary)
+            for e in catalog().values()]
+    for name, paper, systems, quick, full, summary in rows:
+        print(f"{name}\n  paper:    {paper}  [{systems}]\n  shows:    {summary}\n"
+              f"  run time: quick {quick}; full {full}\n")
+    return 0
+
+
+def cmd_describe(args) -> int:
+    from implicitbias.experiments import get
+
+    exp = get(args.name)
+    config = exp.resolve(quick=args.quick, overrides=_parse_sets(args.set))
+    print(f"# {exp.name} ({'quick' if args.quick else 'full'} variant): {exp.paper}\n# {exp.summary}")
+    print(f"# settings: {exp.settings_source}\n")
+    print(yaml.safe_dump(config.model_dump(), sort_keys=False))
+    print("# cells (one compiled, batched call each):")
+    for cell in config.cells():
+        sub = config.for_cell(cell)
+        print(f"  {cell or 'single cell'}: {len(sub.batch_runs()) * sub.trials} runs")
+    print("# theorem checks per cell:")
+    for theorem in exp.theorems(config):
+        print(f"  {theorem.title}: {theorem.model_dump()}")
+    if exp.claims:
+        print("  the paper's qualitative claims across cells")
+    print("# figures:")
+    for fig in exp.figures:
+        print(f"  figures/{fig.name}.png|pdf: {fig.title}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from implicitbias.experiments import get
+    from implicitbias.experiments.outputs import write_outputs
+    from implicitbias.experiments.runner import RunFailed, run_experiment, save_results
+
+    exp = get(args.name)
+    config = exp.resolve(quick=args.quick, overrides=_parse_sets(args.set), seed=args.seed)
+    for cell in config.cells():  # validate every cell's config before anything trains
+        config.for_cell(cell)
+    _preflight(config)
+    out = Path(args.out or f"runs/{exp.name}{'-quick' if args.quick else ''}")
+    out.mkdir(parents=True, exist_ok=True)
+    command = "implicitbias " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if args.argv is None else args.argv
+    (out / "config.yaml").write_text(
+        f"# {exp.name} ({'quick' if args.quick else 'full'}), rerun with: {command}\n"
+        + yaml.safe_dump({"experiment": exp.name, "quick": bool(args.quick), **config.model_dump()},
+                         sort_keys=False))
+    started = time.perf_counter()
+    try:
+        results = run_experiment(exp, config, progress=sys.stderr.isatty(), cache_dir=out / "cells",
+                                 log=lambda m: print(m, file=sys.stderr))
+    except RunFailed as exc:
+        print(f"error: run failed, nothing saved as a result: {exc}", file=sys.stderr)
+        return EXIT_RUN_FAILED
+    wall = time.perf_counter() - started
+    save_results(results, out / "results.nc")
+    report = write_outputs(exp, results, out, {
+        "variant": "quick" if args.quick else "full", "method": config.method.kind,
+        "wall_time_s": f"{wall:.1f}", "command": command,
+    })
+    _print_checks(results.checks)
+    print(f"\nwall time {wall:.1f} s; wrote {out}/config.yaml, results.nc, figures/, checks.json")
+    print(f"report: {report}")
+    failed = [c for c in results.checks if c["kind"] == "prediction" and c["outcome"] == "fails"]
+    return EXIT_PREDICTION_FAILED if args.strict and failed else 0
+
+
+def _preflight(config) -> None:
+    """Checks that need the data source (e.g. a CIFAR-10 path) before anything trains."""
+    locate = getattr(config.data, "locate", None)
+    if callable(locate):
+        locate()
+
+
+def _print_checks(checks: list[dict]) -> None:
+    for kind, title in (("assumption", "Assumptions"), ("prediction", "Predictions")):
+        rows = [c for c in checks if c["kind"] == kind]
+        if not rows:
+            continue
+        print(f"\n{title}:")
+        for c in rows:
+            print(f"  {c['theorem']} [{c['cell']}] {c['line']}")
+    counts = {}
+    for c in checks:
+        counts[(c["kind"], c["outcome"])] = counts.get((c["kind"], c["outcome"]), 0) + 1
+    summary = ", ".join(f"{k} {o.replace('_', ' ')}: {n}" for (k, o), n in sorted(counts.items()))
+    print(f"\nsummary: {summary}")
+
+
+def cmd_report(args) -> int:
+    from implicitbias.experiments import get
+    from implicitbias.experiments.outputs import write_outputs
+    from implicitbias.experiments.runner import evaluate_checks, load_results
+
+    out = Path(args.dir)
+    path = out / "results.nc"
+    if not path.exists():
+        raise ConfigError(f"{path} does not exist: give the directory written by `implicitbias run`")
+    results = load_results(path)
+    exp = get(results.experiment)
+    results.checks = evaluate_checks(exp, results)
+    report = write_outputs(exp, results, out, {"rebuilt from": str(path)})
+    _print_checks(results.checks)
+    print(f"report: {report}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="implicitbias", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="every experiment, with paper, systems and run times").set_defaults(fn=cmd_list)
+    p = sub.add_parser("describe", help="the resolved config and the checks of an experiment")
+    p.add_argument("name")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE")
+    p.set_defaults(fn=cmd_describe)
+    p = sub.add_parser("run", help="train an experiment and write config, results, figures, checks, report")
+    p.add_argument("name")
+    p.add_argument("--quick", action="store_true", help="the small variant (<= 60 s on 2 cores)")
+    p.add_argument("--out", help="output directory (default runs/NAME[-quick])")
+    p.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="override config fields")
+    p.add_argument("--seed", type=int, help="base seed of data and initialisation")
+    p.add_argument("--strict", action="store_true", help="exit 1 when a prediction fails")
+    p.set_defaults(fn=cmd_run, argv=None)
+    p = sub.add_parser("report", help="rebuild figures and report from DIR/results.nc without training")
+    p.add_argument("dir")
+    p.set_defaults(fn=cmd_report)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

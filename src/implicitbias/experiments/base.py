@@ -1,0 +1,51 @@
+"""A named experiment: a config, its quick variant, its figures and its theorem checks."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from implicitbias.experiments.config import ExperimentConfig, with_overrides
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    """A figure of an experiment: `draw(results) -> matplotlib Figure`, where `results` is the
+    experiment's `Results` (cells of engine Datasets plus the resolved config)."""
+
+    name: str
+    title: str
+    draw: Callable[[Any], Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """name, paper and systems identify it; `config` is the full variant at the paper's scale (its
+    settings and their source in `settings_source`); `quick` overrides make the <= 60 s variant run in CI.
+    `theorems(config)` lists the Theorem objects checked on every cell; `claims(results)` returns
+    Verdicts on the paper's qualitative claims across cells (e.g. "the drop grows with d");
+    `tables(results, out_dir)` writes extra tables (CSV) next to the figures and returns their paths."""
+
+    name: str
+    paper: str
+    systems: tuple[str, ...]
+    summary: str
+    config: ExperimentConfig
+    quick: dict[str, Any]
+    figures: tuple[Figure, ...] = ()
+    theorems: Callable[[ExperimentConfig], list] = lambda config: []
+    settings_source: str = ""
+    runtime_quick: str = "not measured"
+    runtime_full: str = "not measured"
+    tables: Callable[[Any, Any], list] | None = None
+    claims: Callable[[Any], list] | None = None
+
+    def resolve(self, quick: bool = False, overrides: dict[str, Any] | None = None,
+                seed: int | None = None) -> ExperimentConfig:
+        """The config a run uses: full or quick, then user overrides, then the seed (validated)."""
+        changes = dict(self.quick) if quick else {}
+        changes.update(overrides or {})
+        if seed is not None:
+            changes["seed"] = seed
+        return with_overrides(self.config, changes) if changes else self.config

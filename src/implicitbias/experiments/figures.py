@@ -1,0 +1,53 @@
+"""Figure helpers shared by the experiment definitions (curves over checkpoints, finals against a
+grid axis), drawn from the cells of a `Results`."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def panels(n: int = 1, width: float = 5.0, height: float = 3.8):
+    fig, axes = plt.subplots(1, n, figsize=(width * n, height), squeeze=False)
+    return fig, list(axes[0])
+
+
+def curves(ax, cell, metric: str, *, x: str = "step", hue: str | None = None, relative: bool = False,
+           logx: bool = True, logy: bool = False, label: str | None = None, reduce_trials: bool = True):
+    """One line per run of a cell (median over trials when `reduce_trials`), x over checkpoints."""
+    ds = cell.results
+    if metric not in ds:
+        return
+    y = ds[metric].values.astype(float)
+    xs = ds[x].values.astype(float)
+    if relative:
+        y = y / y[:, :1]
+    groups = _groups(ds, hue)
+    for name, idx in groups.items():
+        yy, xx = np.median(y[idx], axis=0) if reduce_trials else y[idx[0]], xs[idx[0]]
+        keep = xx > 0 if logx else np.ones_like(xx, bool)
+        text = label if label is not None else (f"{hue} = {name:g}" if hue else None)
+        ax.plot(xx[keep], yy[keep], marker=".", ms=3, label=text)
+    ax.set_xscale("log" if logx else "linear")
+    ax.set_yscale("log" if logy else "linear")
+    ax.set_xlabel({"step": "GD step k", "time": "time t (= lr k for GD)"}.get(x, x))
+    ax.set_ylabel(metric + (" / value at init" if relative else ""))
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def _groups(ds, hue):
+    if hue is None or hue not in ds.coords:
+        return {None: list(range(ds.sizes["run"]))}
+    values = ds[hue].values
+    return {float(v): [i for i in range(len(values)) if values[i] == v] for v in dict.fromkeys(values)}
+
+
+def finish(ax, title: str):
+    ax.set_title(title, fontsize=10)
+    handles, labels = ax.get_legend_handles_labels()
+    if labels:
+        ax.legend(fontsize=7)

@@ -1,0 +1,316 @@
+"""Frei, Vardi, Bartlett, Srebro, Hu (ICLR 2023): leaky ReLU networks on high-dimensional data (S1, S2),
+and Kou, Chen, Gu (NeurIPS 2023): ReLU and leaky ReLU networks under GD (S3)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from implicitbias.data import GaussianMixture, NearlyOrthogonal, NoisyXor
+from implicitbias.data.real import Digits
+from implicitbias.experiments.base import Experiment, Figure
+from implicitbias.experiments.config import ExperimentConfig
+from implicitbias.experiments.figures import curves, finish, panels
+from implicitbias.losses import Loss
+from implicitbias.models import TwoLayer
+from implicitbias.theorems.base import compare
+from implicitbias.training.methods import GD, SGD, GradientFlow
+from implicitbias.training.stopping import Stop
+
+LOGISTIC = Loss(name="logistic")
+
+
+def _cells(results, part):
+    return [c for c in results.cells if c.values.get("part") == part]
+
+
+# -- Figure 1: rank reduction under GD -----------------------------------------------------------------
+def _fig1(results):
+    fig, (left, right) = panels(2)
+    for cell in _cells(results, "dimension"):
+        curves(left, cell, "W.stable_rank", relative=True, label=f"d = {cell.config.data.d}")
+    finish(left, f"init {results.config.part('dimension').init_scale:g} x Glorot, lr "
+                 f"{results.config.part('dimension').method.lr:g}")
+    for cell in _cells(results, "init_scale"):
+        curves(right, cell, "W.stable_rank", relative=True, hue="init_scale")
+    finish(right, f"d = {results.config.part('init_scale').data.d}, lr "
+                  f"{results.config.part('init_scale').method.lr:g}")
+    return fig
+
+
+def _final_relative_srank(cell):
+    s = cell.results["W.stable_rank"].values
+    return s[:, -1] / s[:, 0]
+
+
+def _fig1_claims(results):
+    title = "Frei et al. 2023, Figure 1"
+    dims = sorted(_cells(results, "dimension"), key=lambda c: c.config.data.d)
+    drops = [float(np.median(_final_relative_srank(c))) for c in dims]
+    out = [compare(title, "prediction",
+                   f"rank drop grows with d: final srank/init at d = {dims[-1].config.data.d} below d = "
+                   f"{dims[0].config.data.d}", drops[-1], "<", drops[0])]
+    scales = _cells(results, "init_scale")[0]
+    rel = _final_relative_srank(scales)
+    order = np.argsort(scales.results.init_scale.values)
+    out.append(compare(title, "prediction",
+                       f"smaller init gives a larger drop: srank/init at init_scale "
+                       f"{scales.results.init_scale.values[order[0]]:g} below {scales.results.init_scale.values[order[-1]]:g}",
+                       rel[order[0]], "<", rel[order[-1]]))
+    return out
+
+
+def _frei42(config):
+    from implicitbias.theorems import FreiTheorem42, LyuLiMonotoneMargin
+
+    return [FreiTheorem42(), LyuLiMonotoneMargin()]
+
+
+FIG1 = Experiment(
+    name="frei2023-fig1",
+    paper="Frei et al. 2023 (ICLR), Figure 1",
+    systems=("S2",),
+    summary="GD on a two-layer smoothed leaky ReLU net, GMM data: the stable rank of W drops after the first "
+            "steps, more for larger d and smaller init (two panels).",
+    config=ExperimentConfig(
+        model=TwoLayer(width=512, activation="smooth_leaky_relu", gamma=0.1, init_scheme="glorot_uniform",
+                       outer_signs="random"),
+        data=GaussianMixture(n=100, d=10_000, mean_norm_exponent=0.26, n_test=500),
+        loss=LOGISTIC,
+        method=GD(lr=0.01),
+        stop=Stop(max_steps=3000),
+        init_scale=0.02,
+        checkpoints=25,
+        kkt=False,
+        parts={
+            "dimension": {"grid": {"data.d": [1000, 3000, 10_000, 30_000]}},
+            "init_scale": {"method.lr": 0.16, "grid": {"init_scale": [1.0, 0.2, 0.02, 0.002]}},
+        },
+    ),
+    quick={
+        "model.width": 64, "data.n": 50, "stop.max_steps": 300, "checkpoints": 12,
+        "parts": {
+            "dimension": {"grid": {"data.d": [100, 2000]}},
+            "init_scale": {"method.lr": 0.16, "data.d": 2000, "grid": {"init_scale": [1.0, 0.02, 0.002]}},
+        },
+    },
+    figures=(Figure("fig1_stable_rank", "Stable rank of W relative to init over GD steps: left, several d at "
+                    "init 1/50 of Glorot; right, several init scales at the largest d.", _fig1),),
+    theorems=_frei42,
+    claims=_fig1_claims,
+    settings_source="n = 100, GMM with ||mu|| = d^0.26, lr 0.01 (left) and 0.16 (right), init 50x below "
+                    "Glorot-uniform (left): from SCIENCE.md S2 (secondary sources, unconfirmed against the "
+                    "paper's Appendix F). m = 512 (as the paper's CIFAR network), gamma = 0.1, 3000 steps: ours.",
+)
+
+
+# -- Figure 2: SGD on real data, Glorot vs 50x smaller init ----------------------------------------------
+def _fig2(results):
+    fig, (a, b) = panels(2)
+    for cell in results.cells:
+        curves(a, cell, "W.stable_rank", hue="init_scale")
+        for metric, style in (("accuracy", "-"), ("test_accuracy", "--")):
+            ds = cell.results
+            for r in range(ds.sizes["run"]):
+                t = ds.step.values[r]
+                keep = t > 0
+                b.plot(t[keep], ds[metric].values[r][keep], style,
+                       label=f"{metric.replace('_', ' ')}, init x{ds.init_scale.values[r]:g}")
+    b.set_xscale("log")
+    b.set_xlabel("SGD step")
+    b.set_ylabel("accuracy")
+    b.grid(True, alpha=0.3)
+    finish(a, "stable rank of W (Glorot-uniform x init_scale)")
+    finish(b, "train (solid) and test (dashed) accuracy")
+    return fig
+
+
+def _fig2_claims(results):
+    title = "Frei et al. 2023, Figure 2"
+    ds = results.cells[0].results
+    scales = ds.init_scale.values
+    small, large = int(np.argmin(scales)), int(np.argmax(scales))
+    srank = ds["W.stable_rank"].values[:, 1:]
+    return [
+        compare(title, "prediction", f"the smallest stable rank reached with init x{scales[small]:g} is below that "
+                f"with init x{scales[large]:g} (paper, CIFAR-10: 3.25 vs 74.0)", float(srank[small].min()), "<",
+                float(srank[large].min())),
+        compare(title, "prediction", "the small-init network fits the training set (train accuracy)",
+                float(ds.accuracy.values[small, -1]), ">=", 0.95),
+    ]
+
+
+FIG2 = Experiment(
+    name="frei2023-fig2",
+    paper="Frei et al. 2023 (ICLR), Figure 2",
+    systems=("S2",),
+    summary="SGD on a two-layer ReLU net with biases (both layers trained) on real data (scikit-learn digits, "
+            "odd vs even; CIFAR-10 with --set data.name=cifar10 data.path=DIR): Glorot-uniform init against a "
+            "50x smaller uniform init; stable rank, train and test accuracy over steps.",
+    config=ExperimentConfig(
+        model=TwoLayer(width=512, activation="relu", bias=True, train_outer=True, init_scheme="glorot_uniform",
+                       outer_signs="random"),
+        data=Digits(classes="odd_even"),
+        loss=LOGISTIC,
+        method=SGD(lr=0.01, batch_size=32),
+        stop=Stop(max_steps=100_000),
+        checkpoints=30,
+        kkt=False,
+        grid={"init_scale": [1.0, 0.02]},
+    ),
+    quick={"model.width": 128, "stop.max_steps": 4000, "checkpoints": 15},
+    figures=(Figure("fig2_stable_rank_accuracy", "Left: stable rank of W over SGD steps for Glorot-uniform "
+                    "and 50x smaller uniform init. Right: train and test accuracy.", _fig2),),
+    claims=_fig2_claims,
+    settings_source="m = 512, ReLU with biases, SGD, Glorot-uniform vs 50x smaller: from the paper (Sec. 5). "
+                    "Data set, lr 0.01, batch 32 and 10^5 steps: ours (the paper: CIFAR-10, 10^6 steps).",
+)
+
+
+# -- KKT: gradient flow and long GD on nearly orthogonal data ---------------------------------------------
+def _kkt_figure(results):
+    fig, axes = panels(4, width=3.6)
+    for cell in results.cells:
+        x = "time"
+        lab = cell.values.get("part", "")
+        curves(axes[0], cell, "kkt_stationarity", x=x, logy=True, label=lab)
+        curves(axes[1], cell, "margin_spread", x=x, logy=True, label=lab)
+        curves(axes[2], cell, "W.sigma3_ratio", x=x, logy=True, label=lab)
+        curves(axes[3], cell, "normalized_margin", x=x, label=lab)
+    for ax, title in zip(axes, ["KKT residual (stationarity)", "margin spread max q / min q",
+                                "sigma_3 / sigma_1 of W", "normalised margin"]):
+        finish(ax, title)
+    return fig
+
+
+def _frei32(config):
+    from implicitbias.theorems import FreiTheorem32, FreiTheorem34, LyuLiMonotoneMargin
+
+    return [FreiTheorem32(), FreiTheorem34(), LyuLiMonotoneMargin()]
+
+
+KKT = Experiment(
+    name="frei2023-kkt",
+    paper="Frei et al. 2023 (ICLR), Theorems 3.2 and 3.4",
+    systems=("S1", "S10"),
+    summary="Nearly orthogonal data satisfying the Theorem 3.2 condition, leaky ReLU, fixed outer layer: gradient "
+            "flow to large t and long GD converge towards a KKT point of the margin problem (KKT residual -> 0), "
+            "with equal margins, rank <= 2, a linear decision boundary and z = W^T a near the SVM margin.",
+    config=ExperimentConfig(
+        model=TwoLayer(width=50, activation="leaky_relu", gamma=0.9, outer_signs="balanced"),
+        data=NearlyOrthogonal(n=10, d=40_000, scale="unit", n_test=2000),
+        loss=LOGISTIC,
+        method=GD(lr=1.0),
+        init_scale=0.01,
+        reference="svm",
+        checkpoints=25,
+        parts={
+            "gradient_flow": {"method.kind": "gf", "stop.max_time": 1e6},
+            "gd": {"stop.max_steps": 100_000},
+        },
+    ),
+    quick={"data.n": 5, "data.d": 6000, "model.width": 20, "checkpoints": 15,
+           "parts": {"gradient_flow": {"method.kind": "gf", "stop.max_time": 1e5},
+                     "gd": {"stop.max_steps": 20_000}}},
+    figures=(Figure("kkt_convergence", "Along gradient flow and GD (x axis: time t = lr k): KKT residual, margin "
+                    "spread, sigma_3/sigma_1 and the normalised margin.", _kkt_figure),),
+    theorems=_frei32,
+    settings_source="Ours: n and d chosen so that the Theorem 3.2 condition holds on the drawn data "
+                    "(printed as an assumption check); gamma = 0.9; x_i ~ N(0, I_d / d).",
+)
+
+
+# -- noisy 2-XOR: a harmful implicit bias ----------------------------------------------------------------
+def _xor_figure(results):
+    fig, axes = panels(2)
+    for cell in results.cells:
+        curves(axes[0], cell, "accuracy", x="time", label="train")
+        curves(axes[0], cell, "test_accuracy", x="time", label="test")
+        curves(axes[1], cell, "linear_agreement", x="time", label="sign f(x) = sign <W^T a, x> (test)")
+    finish(axes[0], "accuracy")
+    finish(axes[1], "agreement with the linear rule")
+    return fig
+
+
+def _xor_claims(results):
+    title = "Frei et al. 2023, Sec. 5 (noisy 2-XOR)"
+    ds = results.cells[0].results
+    return [
+        compare(title, "prediction", "train accuracy = 100%", float(ds.accuracy.values[:, -1].min()), ">=", 1.0),
+        compare(title, "prediction", "test accuracy ~ 50% (|acc - 0.5| <= 0.1)",
+                float(np.abs(ds.test_accuracy.values[:, -1] - 0.5).max()), "<=", 0.1),
+        compare(title, "prediction", "decision boundary linear: agreement with sign <W^T a, x> on test points",
+                float(ds.linear_agreement.values[:, -1].min()), ">=", 0.99),
+    ]
+
+
+XOR = Experiment(
+    name="frei2023-xor",
+    paper="Frei et al. 2023 (ICLR), Sec. 5",
+    systems=("S1",),
+    summary="Noisy 2-XOR in high dimension: the leaky ReLU network fits the training set, but its decision "
+            "boundary is linear, so its test accuracy is about 50% (the implicit bias is harmful).",
+    config=ExperimentConfig(
+        model=TwoLayer(width=100, activation="leaky_relu", gamma=0.9, outer_signs="balanced"),
+        data=NoisyXor(n=40, d=100_000, n_test=2000),
+        loss=LOGISTIC,
+        method=GD(lr=1.0),
+        stop=Stop(max_steps=20_000),
+        init_scale=1e-3,
+        checkpoints=20,
+        kkt=False,
+    ),
+    quick={"data.n": 10, "data.d": 8000, "model.width": 20, "stop.max_steps": 2000, "checkpoints": 12},
+    figures=(Figure("xor_accuracy", "Train and test accuracy over time, and the agreement of sign f(x) with the "
+                    "linear rule sign <W^T a, x> on test points.", _xor_figure),),
+    theorems=_frei32,
+    claims=_xor_claims,
+    settings_source="Ours: ||mu_1|| = ||mu_2|| = d^0.26, d >> n^2 so that the Theorem 3.2 condition holds.",
+)
+
+
+# -- Kou et al. 2023: rates under GD -------------------------------------------------------------------
+def _kou_figure(results):
+    fig, axes = panels(4, width=3.6)
+    for cell in results.cells:
+        lab = cell.config.model.activation
+        curves(axes[0], cell, "W.stable_rank", x="time", label=lab)
+        curves(axes[1], cell, "W.frobenius", x="time", label=lab)
+        curves(axes[2], cell, "loss", x="time", logy=True, label=lab)
+        curves(axes[3], cell, "margin_spread", x="time", label=lab)
+    for ax, title in zip(axes, ["stable rank of W", "||W||_F against log t", "loss against t (log-log)",
+                                "margin spread max q / min q"]):
+        finish(ax, title)
+    return fig
+
+
+def _kou(config):
+    from implicitbias.theorems import KouTheorem
+
+    return [KouTheorem()]
+
+
+KOU = Experiment(
+    name="kou2023-rates",
+    paper="Kou, Chen, Gu 2023 (NeurIPS)",
+    systems=("S3",),
+    summary="GD on Kou's two-layer network (2m neurons, outer weights +-1/m): stable rank -> 1 for leaky ReLU and "
+            "bounded for ReLU, ||W||_F = Theta(log t), loss = Theta(1/t), margin spread -> 1 (fitted slopes).",
+    config=ExperimentConfig(
+        model=TwoLayer(width=100, activation="leaky_relu", gamma=0.5, outer_scale="inv_half_width",
+                       outer_signs="balanced"),
+        data=NearlyOrthogonal(n=20, d=20_000, scale="unit"),
+        loss=LOGISTIC,
+        method=GD(lr=1.0),
+        stop=Stop(max_steps=1_000_000),
+        init_scale=0.01,
+        checkpoints=40,
+        kkt=False,
+        grid={"model.activation": ["relu", "leaky_relu"]},
+    ),
+    quick={"data.n": 8, "data.d": 2000, "model.width": 20, "stop.max_steps": 20_000, "checkpoints": 20},
+    figures=(Figure("kou_rates", "Kou et al.'s predictions over GD time: stable rank, ||W||_F (log t growth), "
+                    "loss (1/t decay) and margin spread.", _kou_figure),),
+    theorems=_kou,
+    settings_source="Ours: n = 20, d = 20000, m = 50 per sign (width 100), lr 1, 10^6 steps; the review gives "
+                    "no numeric settings.",
+)

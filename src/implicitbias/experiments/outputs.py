@@ -1,0 +1,50 @@
+"""Write what a run produces: figures (PNG and PDF), tables, checks.json and report.html."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import yaml
+
+from implicitbias.experiments.base import Experiment
+from implicitbias.experiments.runner import Results
+
+
+def write_figures(experiment: Experiment, results: Results, out_dir: Path) -> list[tuple[str, str, Path]]:
+    fig_dir = out_dir / "figures"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for figure in experiment.figures:
+        fig = figure.draw(results)
+        fig.suptitle(f"{experiment.paper}: {figure.name}", fontsize=10)
+        fig.tight_layout()
+        png = fig_dir / f"{figure.name}.png"
+        fig.savefig(png, dpi=120)
+        fig.savefig(fig_dir / f"{figure.name}.pdf")
+        plt.close(fig)
+        written.append((figure.name, figure.title, png))
+    return written
+
+
+def write_outputs(experiment: Experiment, results: Results, out_dir: Path, run_info: dict) -> Path:
+    """Figures, tables, checks.json and the self-contained report.html; returns the report's path."""
+    from implicitbias.reports.html import write_report
+
+    figures = write_figures(experiment, results, out_dir)
+    tables = experiment.tables(results, out_dir / "figures") if experiment.tables else []
+    (out_dir / "checks.json").write_text(json.dumps(results.checks, indent=2))
+    info = dict(run_info)
+    if tables:
+        info["tables"] = ", ".join(str(Path(t).relative_to(out_dir)) for t in tables)
+    return write_report(
+        out_dir,
+        title=experiment.name,
+        experiment=experiment.paper,
+        summary=experiment.summary,
+        config=yaml.safe_load(yaml.safe_dump(results.config.model_dump(), sort_keys=False)),
+        figures=figures,
+        checks=results.checks,
+        run_info=info,
+    )
