@@ -8,15 +8,16 @@ import pytest
 import xarray as xr
 
 from implicitbias.reports import (
-    find_chromium,
     final_values,
     final_vs,
+    find_chromium,
     metric_curves,
     metric_label,
     new_figure,
     render_check,
     save_figure,
     tally,
+    tally_line,
     write_report,
 )
 
@@ -65,7 +66,10 @@ CHECKS = [
 ]
 
 
-def _figures(ds: xr.Dataset, directory) -> list[tuple[str, str, object]]:
+@pytest.fixture(scope="module")
+def figures(tmp_path_factory) -> list[tuple[str, str, object]]:
+    """Two figures drawn with the helpers, saved once for the report tests."""
+    ds, directory = fake_results(), tmp_path_factory.mktemp("figures")
     fig, ax = new_figure()
     metric_curves(ax, ds, "W.stable_rank", relative_to_init=True, title="Stable rank")
     png_a, pdf_a = save_figure(fig, directory, "stable_rank")
@@ -86,9 +90,9 @@ def test_metric_curves_one_line_per_run_legend_per_init_scale():
     assert len(lines) == ds.sizes["run"]
     assert all(np.all(line.get_xdata() > 0) for line in lines)  # t = 0 skipped on the log axis
     assert lines[0].get_ydata()[0] == pytest.approx(5.0 / (1 + 0.1 / 1.1) / 5.0)
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["init_scale=0.01", "init_scale=0.1",
-                                                                   "init_scale=1"]
-    assert ax.get_ylabel() == "stable rank of W / value at init"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["0.01", "0.1", "1"]
+    assert ax.get_ylabel() == metric_label("W.stable_rank") + " / value at init"
+    assert metric_label("W.stable_rank") == "stable rank of W" and metric_label("custom") == "custom"
     with pytest.raises(KeyError, match="run coordinate"):
         metric_curves(ax, ds, "loss", hue="width")
 
@@ -105,11 +109,11 @@ def test_final_vs_median_over_trials_and_groups_by_cell_value():
     other = fake_results().assign_attrs(cell='{"data.n": 40}')
     fig, ax = new_figure()
     final_vs(ax, [ds, other], "max_angle", "init_scale", group="n")
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["n=20", "n=40"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["20", "40"]
+    assert ax.get_legend().get_title().get_text() == "n"
 
 
-def test_report_is_self_contained_and_escaped(tmp_path):
-    figures = _figures(fake_results(), tmp_path / "figures")
+def test_report_is_self_contained_and_escaped(tmp_path, figures):
     path = write_report(tmp_path, title="Frei et al. 2023 <Fig. 1>", experiment="frei_fig1",
                         summary="Stable rank & angles.", config={"model": {"width": 100, "dims": (2, 3)}},
                         figures=figures, checks=CHECKS, paper="Frei, Vardi, Bartlett, Srebro (2023)",
@@ -122,17 +126,17 @@ def test_report_is_self_contained_and_escaped(tmp_path):
     assert len(images) == len(figures)
     assert all(base64.b64decode(im).startswith(b"\x89PNG") for im in images)
     assert "<script>" not in html and "&lt;script&gt;" in html and "&lt;Fig. 1&gt;" in html
-    assert "2 assumptions hold" not in html and "1 assumptions hold / 1 fail" in html
-    assert "1 predictions hold / 1 fail / 1 outside scope / 1 not evaluated" in html
+    assert tally_line(CHECKS) in html
+    assert tally_line(CHECKS) == ("1 assumption holds / 1 fails; "
+                                  "1 prediction holds / 1 fails / 1 outside scope / 1 not evaluated")
     for outcome in ("holds", "fails", "outside_scope", "not_evaluated"):
         assert f'class="verdict v-{outcome}"' in html
-    assert "dims:\n  - 2\n  - 3" in html and "12.3 s" in html
+    assert "dims:\n  - 2\n  - 3" in html and "<dt>wall time</dt><dd>12.3 s</dd>" in html
     assert tally(CHECKS)["prediction"] == {"holds": 1, "fails": 1, "outside_scope": 1, "not_evaluated": 1}
 
 
-@pytest.mark.skipif(find_chromium() is None, reason="Chromium not installed (Debian: apt-get install chromium)")
-def test_report_renders_in_headless_chromium(tmp_path):
-    figures = _figures(fake_results(), tmp_path / "figures")
+@pytest.mark.skipif(find_chromium() is None, reason="no Chromium (Debian: apt-get install chromium)")
+def test_report_renders_in_headless_chromium(tmp_path, figures):
     path = write_report(tmp_path, title="render check", experiment="fake", summary="", config={},
                         figures=figures, checks=CHECKS, run_info={})
     result = render_check(path)

@@ -96,13 +96,16 @@ def run_cell(index: int, values: dict, config: ExperimentConfig, progress: bool,
     runs = config.batch_runs()
     batch, trials = _batch(config, runs)
     data = [datasets[t] for t in trials] if config.trials > 1 else datasets[0]
+    reference = _reference(config, datasets, trials)
     ds = train(
         config.model, data, config.loss, config.method, stop=config.stop, seed=config.seed,
         init_scale=config.init_scale, batch=batch, checkpoints=config.checkpoints,
-        reference=_reference(config, datasets, trials), kkt=config.kkt, progress=progress,
+        reference=reference, kkt=config.kkt, progress=progress,
         keep_trajectory=config.keep_trajectory, config=config.model_dump(),
     )
     ds = ds.assign_coords(trial=("run", np.asarray(trials)))
+    if reference is not None:
+        ds["reference"] = (("run", "reference_0"), reference)
     ds.attrs.update(cell_key=key, cell=json.dumps(values), cell_index=index)
     failed = [m for m in ds.message.values if m]
     if failed and ds.status_name.values.tolist().count("diverged") + ds.status_name.values.tolist().count(

@@ -58,7 +58,8 @@ def find_chromium() -> str | None:
     return next((p for p in FIXED_PATHS if os.access(p, os.X_OK)), None)
 
 
-def render_check(report_path: str | os.PathLike, *, timeout: float = 60.0, chromium: str | None = None) -> dict:
+def render_check(report_path: str | os.PathLike, *, timeout: float = 60.0,
+                 chromium: str | None = None) -> dict:
     """Load `report_path` in headless Chromium and report whether every image rendered.
 
     Returns `{"count": n, "images": [{"alt", "complete", "naturalWidth", "naturalHeight"}, ...],

@@ -88,11 +88,13 @@ def tally(checks: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
 
 
 def tally_line(checks: Sequence[Mapping[str, Any]]) -> str:
-    """E.g. '3 assumptions hold / 1 fail; 5 predictions hold / 0 fail / 2 outside scope'."""
+    """E.g. '3 assumptions hold / 1 fails; 5 predictions hold / 0 fail / 2 outside scope'."""
     parts = []
     for kind, counts in tally(checks).items():
-        words = [f"{counts['holds']} {kind}s hold", f"{counts['fails']} fail"]
-        words += [f"{n} {o.replace('_', ' ')}" for o, n in counts.items() if o not in ("holds", "fails") and n]
+        holds, fails = counts["holds"], counts["fails"]
+        words = [f"{holds} {kind}{'s hold' if holds != 1 else ' holds'}", f"{fails} fail{'s' * (fails == 1)}"]
+        rest = {o: n for o, n in counts.items() if o not in ("holds", "fails") and n}
+        words += [f"{n} {o.replace('_', ' ')}" for o, n in rest.items()]
         parts.append(" / ".join(words))
     return "; ".join(parts)
 
@@ -103,7 +105,8 @@ def _run_section(experiment: str, run_info: Mapping[str, Any]) -> str:
     items = []
     for key, value in rows:
         text = f"<code>{escape(str(value))}</code>" if key == "command" else escape(_value(key, value))
-        items.append(f"<dt>{escape(str(key).replace('_', ' '))}</dt><dd>{text}</dd>")
+        name = str(key).removesuffix("_s") if isinstance(value, float) else str(key)
+        items.append(f"<dt>{escape(name.replace('_', ' '))}</dt><dd>{text}</dd>")
     return '<h2 id="run">Run</h2>\n<dl class="info">\n' + "\n".join(items) + "\n</dl>"
 
 
@@ -151,7 +154,8 @@ def _figures_section(figures: Sequence[tuple[str, str, str | os.PathLike]]) -> s
         parts.append(
             f'<figure id="fig-{escape(name)}">\n'
             f'<img src="data:image/png;base64,{data}" alt="{escape(caption or name)}">\n'
-            f"<figcaption><strong>Figure {k}</strong> ({escape(name)}). {escape(caption)}</figcaption>\n</figure>")
+            f"<figcaption><strong>Figure {k}</strong> ({escape(name)}). {escape(caption)}</figcaption>\n"
+            "</figure>")
     return "\n".join(parts)
 
 

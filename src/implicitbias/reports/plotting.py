@@ -62,8 +62,8 @@ LABELS = {
     "cosine_to_reference": "cosine to max-margin reference",
     "unit_distance_to_reference": "distance to reference (unit vectors)",
     "n_active": "active neurons",
-    "max_angle": "max angle between active neurons (rad)",
-    "mean_angle": "mean angle between active neurons (rad)",
+    "max_angle": "max angle of active neurons (rad)",
+    "mean_angle": "mean angle of active neurons (rad)",
     "balancedness_max": "max_j |a_j² − ‖w_j‖²|",
     "kkt_stationarity": "KKT stationarity residual",
     "kkt_complementarity": "KKT complementarity residual",
@@ -179,14 +179,15 @@ def _visible(x: np.ndarray, y: np.ndarray, logx: bool, logy: bool) -> np.ndarray
 # -- metric over training -----------------------------------------------------------------------------
 def metric_curves(ax: Axes, ds: xr.Dataset, metric: str, x: str = "time", hue: str | None = "init_scale", *,
                   logx: bool = True, logy: bool = False, relative_to_init: bool = False,
-                  label_fmt: LabelFmt = "{name}={value}", title: str | None = None, **line_kw) -> Axes:
+                  label_fmt: LabelFmt = "{value}", title: str | None = None, **line_kw) -> Axes:
     """One line per run of `ds[metric]` against `ds[x]` over checkpoints.
 
     Runs are coloured and labelled by the run coordinate `hue` (one legend entry per value; runs that
     share it, e.g. trials, share the colour), or by run index when `hue` is None.  Points with x <= 0
     (y <= 0) are skipped on a log x (y) axis.  `relative_to_init` divides each run by its value at
-    checkpoint 0, as Frei et al. (2023, Fig. 1) plot the stable rank.  `label_fmt` is a format string
-    with `{name}` and `{value}`, or a function of the value.
+    checkpoint 0, as Frei et al. (2023, Fig. 1) plot the stable rank.  Legend entries are
+    `label_fmt` (a format string with `{name}` and `{value}`, or a function of the value) under a
+    legend title naming `hue`.
     """
     _require(ds, metric, x)
     xs = np.asarray(ds[x].transpose("run", "checkpoint").values, dtype=float)
@@ -231,7 +232,7 @@ def _legend(ax: Axes, hue: str | None) -> None:
     handles, labels = ax.get_legend_handles_labels()
     order = list(dict.fromkeys(labels))
     ax.legend([handles[labels.index(lab)] for lab in order], order, frameon=False, fontsize="small",
-              title=metric_label(hue) if hue and len(order) > 1 else None, title_fontsize="small")
+              title=metric_label(hue) if hue else None, title_fontsize="small")
 
 
 def final_values(ds: xr.Dataset, metric: str) -> np.ndarray:
@@ -246,7 +247,7 @@ def final_values(ds: xr.Dataset, metric: str) -> np.ndarray:
 # -- final value against a coordinate -----------------------------------------------------------------
 def final_vs(ax: Axes, data, metric: str, x_coord: str, group: str | None = None, *,
              reduce: str | Callable = "median", spread: str | None = "iqr", points: bool = True,
-             logx: bool = False, logy: bool = False, label_fmt: LabelFmt = "{name}={value}",
+             logx: bool = False, logy: bool = False, label_fmt: LabelFmt = "{value}",
              title: str | None = None) -> Axes:
     """The final value of `metric` against `x_coord`, reduced over the runs with the same x.
 
@@ -257,7 +258,7 @@ def final_vs(ax: Axes, data, metric: str, x_coord: str, group: str | None = None
     range ("iqr") or the full range ("range") where several runs share an x; `points` shows every run.
     """
     rows = _final_rows(data, metric, x_coord, group)
-    reducer = {"median": np.median, "mean": np.mean}.get(reduce, reduce) if isinstance(reduce, str) else reduce
+    reducer = {"median": np.median, "mean": np.mean}.get(reduce) if isinstance(reduce, str) else reduce
     if not callable(reducer):
         raise ValueError(f"reduce={reduce!r}: use 'median', 'mean' or a function of an array")
     colours = _colours([g for g, _, _ in rows]) if group is not None else {None: "C0"}
@@ -276,7 +277,7 @@ def final_vs(ax: Axes, data, metric: str, x_coord: str, group: str | None = None
             lo, hi = _spread(spread, [ys[xs == u] for u in ux])
             ax.fill_between(ux, lo, hi, color=colours[g], alpha=0.15, linewidth=0)
     name = reduce if isinstance(reduce, str) else getattr(reduce, "__name__", "reduced")
-    _style_axes(ax, x_coord, f"final {metric_label(metric)} ({name} over runs)", logx, logy)
+    _style_axes(ax, x_coord, f"final {metric_label(metric)}\n({name} over runs)", logx, logy)
     if group is not None:
         _legend(ax, group)
     if title:
@@ -286,7 +287,8 @@ def final_vs(ax: Axes, data, metric: str, x_coord: str, group: str | None = None
 
 def _spread(kind: str, samples: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     if kind == "iqr":
-        return np.array([np.percentile(s, 25) for s in samples]), np.array([np.percentile(s, 75) for s in samples])
+        quartiles = np.array([np.percentile(s, [25, 75]) for s in samples]).reshape(-1, 2)
+        return quartiles[:, 0], quartiles[:, 1]
     if kind == "range":
         return np.array([s.min() for s in samples]), np.array([s.max() for s in samples])
     raise ValueError(f"spread={kind!r}: use 'iqr', 'range' or None")

@@ -389,7 +389,7 @@ class CountingController(diffrax.AbstractAdaptiveStepSizeController):
         return self.controller.norm
 
     def wrap(self, direction):
-        return CountingController(self.controller.wrap(direction))
+        return eqx.tree_at(lambda c: c.controller, self, self.controller.wrap(direction))
 
     def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
         tnext, inner = self.controller.init(terms, t0, t1, y0, dt0, args, func, error_order)
