@@ -14,6 +14,7 @@ from implicitbias._spec import ConfigError
 from implicitbias.data.cifar import Cifar10
 from implicitbias.data.classification import GaussianMixture, NearlyOrthogonal, NoisyXor, Separable
 from implicitbias.data.dataset import Dataset, DataSpec
+from implicitbias.data.families import ChistikovFamily
 from implicitbias.data.matrices import MatrixCompletion, MatrixSensing, RazinCohen
 from implicitbias.data.neuron import Orthogonal, TeacherNeuron, TwoTeachers
 from implicitbias.data.real import Digits
@@ -28,6 +29,7 @@ AnyData = Annotated[
     | TeacherNeuron
     | TwoTeachers
     | Orthogonal
+    | ChistikovFamily
     | SparseRegression
     | MatrixSensing
     | MatrixCompletion
@@ -62,6 +64,7 @@ def make_dataset(spec: DataSpec | dict[str, Any], seed: int) -> Dataset:
 
 __all__ = [
     "AnyData",
+    "ChistikovFamily",
     "Cifar10",
     "DataSpec",
     "Dataset",

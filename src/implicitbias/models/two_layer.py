@@ -110,6 +110,16 @@ class TwoLayer(Model):
         h = activation(self.activation, self.preactivations(theta, const, x), self.gamma)
         return jnp.dot(self.outer(theta, const), h)
 
+    def predict(self, theta, const, X):
+        """f on every row of X, as one matmul Z = X W^T for the whole batch (rather than `apply` mapped over
+        the rows) and a sum against the outer layer that fuses with the activation: the same values as
+        `apply` row by row, up to rounding, and a shorter compiled training step."""
+        Z = X @ theta["W"].T
+        if self.bias:
+            Z = Z + theta["b"]
+        h = activation(self.activation, Z, self.gamma)
+        return jnp.sum(h * self.outer(theta, const), axis=-1)
+
     def weight_matrices(self, theta, const):
         return {"W": theta["W"]}
 

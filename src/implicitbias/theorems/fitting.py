@@ -48,7 +48,7 @@ def late_window(time, fraction: float = 0.5) -> np.ndarray:
     keeping only strictly increasing times (a run that stopped early repeats its last state)."""
     t = np.asarray(time, dtype=np.float64).ravel()
     keep = np.zeros(t.shape, dtype=bool)
-    keep[int(np.floor(t.size * (1.0 - fraction))):] = True
+    keep[int(np.floor(t.size * (1.0 - fraction))) :] = True
     last = -np.inf
     for k in range(t.size):
         fresh = bool(np.isfinite(t[k]) and t[k] > 0 and t[k] > last)
@@ -94,15 +94,29 @@ def flag(theorem: str, kind: Kind, statement: str, ok: bool | None, note: str = 
     return Verdict(theorem, kind, statement, m, "", None, outcome, note)
 
 
-def over_runs(theorem: str, kind: Kind, statement: str, measured, relation: str, bound, *,
-              where: str = "at the final checkpoint", note: str = "", labels: Sequence[str] | None = None
-              ) -> Verdict:
+def over_runs(
+    theorem: str,
+    kind: Kind,
+    statement: str,
+    measured,
+    relation: str,
+    bound,
+    *,
+    where: str = "at the final checkpoint",
+    note: str = "",
+    labels: Sequence[str] | None = None,
+    run_notes: Sequence[str] | None = None,
+) -> Verdict:
     """The verdict `measured relation bound` on the worst run of a cell.
 
-    measured: one value per run; bound: a number or one per run. The worst run is the one with the least
-    slack (smallest measured - bound for >= and >, largest for <= and <). If some runs have no finite value
-    the quantity is undefined there and the verdict is `not_evaluated` (the others' worst case is shown).
+    measured: one value per run (None: not recorded in this cell, or `note` says why it is missing);
+    bound: a number or one per run. The worst run is the one with the least slack (smallest
+    measured - bound for >= and >, largest for <= and <); its entry of `run_notes` joins the note. If some
+    runs have no finite value the quantity is undefined there and the verdict is `not_evaluated` (the
+    others' worst case is shown).
     """
+    if measured is None:
+        return compare(theorem, kind, statement, None, relation, None, note or "not recorded in this cell")
     measured = np.atleast_1d(np.asarray(measured, dtype=np.float64))
     bound = np.broadcast_to(np.asarray(bound, dtype=np.float64), measured.shape)
     n = measured.size
@@ -113,12 +127,14 @@ def over_runs(theorem: str, kind: Kind, statement: str, measured, relation: str,
         return compare(theorem, kind, statement, None, relation, None, _join(what, note))
     slack = np.where(ok, measured - bound, np.nan)
     r = int(np.nanargmin(slack) if relation in (">=", ">") else np.nanargmax(slack))
-    what = f"worst of {n} run(s) ({labels[r]}) {where}" if n > 1 else where
-    v = compare(theorem, kind, statement, measured[r], relation, bound[r], _join(what, note))
+    what = f"worst of {n} runs ({labels[r]}) {where}".rstrip() if n > 1 else where
+    extra = run_notes[r] if run_notes is not None else ""
+    v = compare(theorem, kind, statement, measured[r], relation, bound[r], _join(what, extra, note))
     if not ok.all():
         bad = ", ".join(labels[i] for i in np.flatnonzero(~ok))
-        v = dataclasses.replace(v, outcome="not_evaluated",
-                                note=_join(v.note, f"undefined (not finite) on {bad}"))
+        v = dataclasses.replace(
+            v, outcome="not_evaluated", note=_join(v.note, f"undefined (not finite) on {bad}")
+        )
     return v
 
 

@@ -20,6 +20,10 @@ from implicitbias.training.problem import Problem, tree_norm, tree_where
 from implicitbias.training.stopping import Status, Stop
 
 
+#: positions in the integer vector of the loop state
+_STEP, _FAIL, _STATUS = 0, 1, 2
+
+
 def make_discrete(problem: Problem, method, stop: Stop, n: int):
     """(init_carry, advance) for one member; the caller vmaps and jits them."""
     sgd = isinstance(method, SGD)
@@ -60,36 +64,57 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
     def advance(carry, target, hp, const, X, y):
         opt = optimizer(hp)
         value_and_grad = jax.value_and_grad(lambda th, Xb, yb: problem.risk(hp, th, const, Xb, yb))
+        # loop invariants, out of the loop state
+        stop_at = jnp.minimum(target, carry["limit"])
+        limit_loss = threshold(carry)
+        # the loop state packs the scalars into one integer vector (step, fail_step, status) and one float,
+        # so that a step updates them in two small kernels rather than one per field
+        state = {
+            "theta": carry["theta"],
+            "theta_prev": carry["theta_prev"],
+            "opt_state": carry["opt_state"],
+            "ints": jnp.stack([carry["step"], carry["fail_step"], carry["status"].astype(jnp.int64)]),
+            "loss": carry["loss"],
+        }
 
-        def cond(c):
-            return (c["status"] == Status.RUNNING) & (c["step"] < jnp.minimum(target, c["limit"]))
+        def cond(s):
+            return (s["ints"][_STATUS] == Status.RUNNING) & (s["ints"][_STEP] < stop_at)
 
-        def body(c):
-            Xb, yb = batch(hp, c["step"], X, y)
-            L, g = value_and_grad(c["theta"], Xb, yb)
-            bad = ~jnp.isfinite(L) | (L > threshold(c)) | ~jnp.isfinite(tree_norm(g))
+        def body(s):
+            step, fail_step = s["ints"][_STEP], s["ints"][_FAIL]
+            Xb, yb = batch(hp, step, X, y)
+            L, g = value_and_grad(s["theta"], Xb, yb)
+            bad = ~jnp.isfinite(L) | (L > limit_loss) | ~jnp.isfinite(tree_norm(g))
             done = (L < stop.loss_tol) if check_tol else jnp.asarray(False)
             if normalized:
                 g = jax.tree_util.tree_map(lambda u: u / L, g)
-            updates, opt_state = opt.update(g, c["opt_state"], c["theta"])
-            moved = optax.apply_updates(c["theta"], updates)
+            updates, opt_state = opt.update(g, s["opt_state"], s["theta"])
+            moved = optax.apply_updates(s["theta"], updates)
             accept = ~bad & ~done
             status = jnp.where(bad, Status.DIVERGED, jnp.where(done, Status.CONVERGED, Status.RUNNING))
             return {
-                **c,
-                "theta": tree_where(accept, moved, tree_where(bad, c["theta_prev"], c["theta"])),
-                "theta_prev": tree_where(accept, c["theta"], c["theta_prev"]),
-                "opt_state": tree_where(accept, opt_state, c["opt_state"]),
-                "step": jnp.maximum(c["step"] + accept - bad, 0),
-                "fail_step": jnp.where(bad, c["step"], c["fail_step"]),
-                "status": status.astype(jnp.int32),
-                "loss": jnp.where(bad, c["loss"], L),
+                "theta": tree_where(accept, moved, tree_where(bad, s["theta_prev"], s["theta"])),
+                "theta_prev": tree_where(accept, s["theta"], s["theta_prev"]),
+                "opt_state": tree_where(accept, opt_state, s["opt_state"]),
+                "ints": jnp.stack([jnp.maximum(step + accept - bad, 0), jnp.where(bad, step, fail_step),
+                                   status.astype(jnp.int64)]),
+                "loss": jnp.where(bad, s["loss"], L),
             }
 
-        c = jax.lax.while_loop(cond, body, carry)
+        s = jax.lax.while_loop(cond, body, state)
+        c = {
+            **carry,
+            "theta": s["theta"],
+            "theta_prev": s["theta_prev"],
+            "opt_state": s["opt_state"],
+            "step": s["ints"][_STEP],
+            "fail_step": s["ints"][_FAIL],
+            "status": s["ints"][_STATUS].astype(jnp.int32),
+            "loss": s["loss"],
+        }
         # the parameters handed to the recorder must have a finite, bounded loss: check the last step
         L = problem.risk(hp, c["theta"], const, X, y)
-        bad = (c["status"] == Status.RUNNING) & (~jnp.isfinite(L) | (L > threshold(c)))
+        bad = (c["status"] == Status.RUNNING) & (~jnp.isfinite(L) | (L > limit_loss))
         return {
             **c,
             "theta": tree_where(bad, c["theta_prev"], c["theta"]),
