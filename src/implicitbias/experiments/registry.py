@@ -7,15 +7,10 @@ from implicitbias.experiments.base import Experiment
 
 
 def catalog() -> dict[str, Experiment]:
-    from implicitbias.experiments import frei2023
+    from implicitbias.experiments import chistikov2023, frei2023
 
     experiments = [frei2023.FIG1, frei2023.FIG2, frei2023.KKT, frei2023.XOR, frei2023.KOU]
-    try:
-        from implicitbias.experiments import chistikov2023
-
-        experiments += chistikov2023.EXPERIMENTS
-    except ImportError:
-        pass
+    experiments += chistikov2023.EXPERIMENTS
     return {e.name: e for e in experiments}
 
 

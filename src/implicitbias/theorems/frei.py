@@ -129,7 +129,7 @@ def outer_layer_verdict(theorem: str, run, equal_halves: bool = False) -> Verdic
     """Fixed outer layer a_j = +-c (both signs present; Kou: m1 = m2), no hidden bias."""
     model = model_of(run)
     statement = (
-        "outer layer fixed, a_j = +-1/m in two halves (m1 = m2), no bias"
+        "outer layer fixed, a_j = +-c in two equal halves (m1 = m2; Kou: c = 1/m), no bias"
         if equal_halves
         else "outer layer fixed, a_j = +-c with both signs present (m1, m2 >= 1), no bias"
     )

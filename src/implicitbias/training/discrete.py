@@ -16,12 +16,18 @@ import jax.numpy as jnp
 import optax
 
 from implicitbias.training.methods import SGD, NormalizedGD
-from implicitbias.training.problem import Problem, tree_norm, tree_where
+from implicitbias.training.problem import Problem, tree_where
 from implicitbias.training.stopping import Status, Stop
 
 
 #: positions in the integer vector of the loop state
 _STEP, _FAIL, _STATUS = 0, 1, 2
+
+
+def _sum_of_squares(tree):
+    """||tree||^2 as one dot product per leaf: finite exactly when `tree_norm` is, in one kernel per leaf
+    rather than a squaring pass and a two-stage reduction."""
+    return sum(jnp.vdot(leaf, leaf) for leaf in jax.tree_util.tree_leaves(tree))
 
 
 def make_discrete(problem: Problem, method, stop: Stop, n: int):
@@ -84,7 +90,7 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
             step, fail_step = s["ints"][_STEP], s["ints"][_FAIL]
             Xb, yb = batch(hp, step, X, y)
             L, g = value_and_grad(s["theta"], Xb, yb)
-            bad = ~jnp.isfinite(L) | (L > limit_loss) | ~jnp.isfinite(tree_norm(g))
+            bad = ~jnp.isfinite(L) | (L > limit_loss) | ~jnp.isfinite(_sum_of_squares(g))
             done = (L < stop.loss_tol) if check_tol else jnp.asarray(False)
             if normalized:
                 g = jax.tree_util.tree_map(lambda u: u / L, g)
@@ -92,8 +98,11 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
             moved = optax.apply_updates(s["theta"], updates)
             accept = ~bad & ~done
             status = jnp.where(bad, Status.DIVERGED, jnp.where(done, Status.CONVERGED, Status.RUNNING))
+            # a step that turns bad leaves theta (and theta_prev) in place and the parameters are reverted
+            # to theta_prev after the loop: theta then never reads theta_prev, and the two buffers of the loop
+            # state are updated in place, without copies
             return {
-                "theta": tree_where(accept, moved, tree_where(bad, s["theta_prev"], s["theta"])),
+                "theta": tree_where(accept, moved, s["theta"]),
                 "theta_prev": tree_where(accept, s["theta"], s["theta_prev"]),
                 "opt_state": tree_where(accept, opt_state, s["opt_state"]),
                 "ints": jnp.stack([jnp.maximum(step + accept - bad, 0), jnp.where(bad, step, fail_step),
@@ -102,9 +111,10 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
             }
 
         s = jax.lax.while_loop(cond, body, state)
+        diverged = (carry["status"] == Status.RUNNING) & (s["ints"][_STATUS] == Status.DIVERGED)
         c = {
             **carry,
-            "theta": s["theta"],
+            "theta": tree_where(diverged, s["theta_prev"], s["theta"]),
             "theta_prev": s["theta_prev"],
             "opt_state": s["opt_state"],
             "step": s["ints"][_STEP],
