@@ -1,0 +1,116 @@
+"""The command line: list/describe, bad input rejected before training, divergence reported,
+and every experiment's quick variant end to end (files, checks, recomputation, report)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from implicitbias.cli import main
+from implicitbias.experiments import catalog
+from implicitbias.experiments.runner import load_results
+from implicitbias.reports.browser import find_chromium, render_check
+from implicitbias.training.recompute import recompute
+
+NAMES = sorted(catalog())
+
+
+def test_list_names_every_experiment_with_run_times(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in NAMES:
+        assert name in out
+    assert out.count("run time: quick") == len(NAMES)
+
+
+def test_describe_prints_the_resolved_config_and_checks(capsys):
+    assert main(["describe", "frei2023-kkt", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "gamma: 0.9" in out and "Frei et al. 2023, Theorem 3.2" in out
+
+
+@pytest.mark.parametrize(
+    "setting, field",
+    [
+        ("model.widht=10", "model.widht"),
+        ("model.width=-3", "model.width"),
+        ("model.gamma=2", "model.gamma"),
+        ("model.width=abc", "model.width"),
+        ("method.lr=fast", "method.lr"),
+        ("data.name=cifar10", "data.path"),
+    ],
+)
+def test_bad_set_exits_nonzero_naming_the_field_before_training(tmp_path, capsys, setting, field):
+    code = main(["run", "frei2023-fig1", "--quick", "--out", str(tmp_path / "out"), "--set", setting])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert field in err and "error" in err
+    assert not (tmp_path / "out" / "results.nc").exists()
+
+
+def test_missing_cifar_archive_names_the_path(tmp_path, capsys):
+    missing = tmp_path / "nowhere"
+    code = main(["run", "frei2023-fig2", "--quick", "--out", str(tmp_path / "o"),
+                 "--set", "data.name=cifar10", f"data.path={missing}"])
+    assert code == 2 and str(missing) in capsys.readouterr().err
+
+
+def test_diverging_learning_rate_is_reported_not_saved(tmp_path, capsys):
+    code = main(["run", "frei2023-xor", "--quick", "--out", str(tmp_path), "--set", "method.lr=1e6"])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert "diverged at step" in err and "method.lr" in err
+    assert not (tmp_path / "results.nc").exists()
+
+
+@pytest.fixture(scope="module")
+def quick_runs(tmp_path_factory):
+    return {}
+
+
+def _run_quick(name, quick_runs, tmp_path_factory):
+    if name not in quick_runs:
+        out = tmp_path_factory.mktemp(name)
+        code = main(["run", name, "--quick", "--out", str(out)])
+        quick_runs[name] = (code, out)
+    return quick_runs[name]
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(n)) for n in NAMES])
+def test_quick_variant_end_to_end(name, quick_runs, tmp_path_factory):
+    code, out = _run_quick(name, quick_runs, tmp_path_factory)
+    assert code == 0
+    for path in ("config.yaml", "results.nc", "checks.json", "report.html"):
+        assert (out / path).exists(), path
+    assert list((out / "figures").glob("*.png")) and list((out / "figures").glob("*.pdf"))
+    checks = json.loads((out / "checks.json").read_text())
+    assert checks, "every experiment checks something"
+    failed = [c["line"] for c in checks if c["kind"] == "prediction" and c["outcome"] == "fails"]
+    assert not failed, failed
+    results = load_results(out / "results.nc")
+    for cell in results.cells:
+        again = recompute(cell.results, cell.config.model, cell.config.loss, cell.data)
+        for metric, values in again.items():
+            stored = cell.results[metric].values
+            stored = stored if values.ndim == 2 else stored[:, -1]
+            np.testing.assert_allclose(values, stored, rtol=1e-9, atol=1e-12, err_msg=f"{name}: {metric}")
+
+
+@pytest.mark.xdist_group("frei2023-fig1")
+def test_report_rebuilds_from_results_without_training(quick_runs, tmp_path_factory):
+    code, out = _run_quick("frei2023-fig1", quick_runs, tmp_path_factory)
+    assert code == 0
+    (out / "report.html").unlink()
+    for png in (out / "figures").glob("*.png"):
+        png.unlink()
+    assert main(["report", str(out)]) == 0
+    assert (out / "report.html").exists() and list((out / "figures").glob("*.png"))
+
+
+@pytest.mark.xdist_group("frei2023-fig1")
+@pytest.mark.skipif(find_chromium() is None, reason="no Chromium (Debian: apt-get install chromium)")
+def test_main_job_report_renders_every_figure_in_chromium(quick_runs, tmp_path_factory):
+    code, out = _run_quick("frei2023-fig1", quick_runs, tmp_path_factory)
+    assert code == 0
+    result = render_check(out / "report.html")
+    assert result["count"] >= 1 and result["all_rendered"], result
