@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> dict:
     # warm-up (compilation) and agreement
     t_first_b = timed(lambda: run_batched(problem, steps, scales[:]))
     t_first_s = timed(lambda: run_sequential(problem, steps, scales[:1]))
-    agreement = check_agreement(run_batched(problem, steps, scales), run_sequential(problem, steps, scales), steps)
+    agreement = check_agreement(run_batched(problem, steps, scales), run_sequential(problem, steps, scales),
+                                steps)
 
     times = {"batched": [], "sequential": []}
     for _ in range(repeats):  # interleaved, so that a change of load hits both alike
@@ -128,8 +129,8 @@ def main(argv: list[str] | None = None) -> dict:
     ratio = med["sequential"] / med["batched"]
     flops = 4.0 * cfg["n"] * cfg["d"] * cfg["m"] * steps * N_RUNS
 
-    print(f"\n{N_RUNS} init scales of the S1 model, (n, d, m) = ({cfg['n']}, {cfg['d']}, {cfg['m']}), {steps} GD "
-          f"steps each, float64, median of {repeats}")
+    print(f"\n{N_RUNS} init scales of the S1 model, (n, d, m) = ({cfg['n']}, {cfg['d']}, {cfg['m']}), "
+          f"{steps} GD steps each, float64, median of {repeats}")
     print(f"first calls (with compilation): batched {t_first_b:.2f} s, one sequential run {t_first_s:.2f} s")
     print(f"batched and sequential final W agree to {agreement:.1e} (relative)")
     head = f"{'mode':>11} {'total s':>9} {'ms/run':>9} {'steps/s/run':>12} {'GFLOP/s':>9}"
@@ -144,7 +145,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.quick:
         print(f"(quick run: a smoke test; the target is set for the full problem {FULL})")
     out = {
-        "benchmark": "vmap", "quick": bool(args.quick), "config": cfg, "n_runs": N_RUNS, "init_scales": scales,
+        "benchmark": "vmap", "quick": bool(args.quick), "config": cfg, "n_runs": N_RUNS,
+        "init_scales": scales,
         "repeats": repeats, "times_s": times, "median_s": med, "per_run_s": per_run, "speedup": ratio,
         "target": TARGET, "pass": ok, "agreement_relative": agreement, "first_call_s": {
             "batched": t_first_b, "sequential_one_run": t_first_s},

@@ -166,7 +166,7 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eta", type=float, default=0.01)
     p.add_argument("--tol-loss", type=float, default=1e-9)
-    p.add_argument("--rtol", type=float, default=1e-5, help="RKC2 rtol")
+    p.add_argument("--rtol", type=float, default=1e-6, help="RKC2 rtol")
     p.add_argument("--atol-rel", type=float, default=1e-5, help="RKC2 atol = atol_rel * rms(theta0)")
     p.add_argument("--reference", action="store_true", help="also run a tight RKC2 reference flow")
     p.add_argument("--no-tsit5", action="store_true")

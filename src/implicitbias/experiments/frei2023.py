@@ -193,8 +193,9 @@ KKT = Experiment(
     paper="Frei et al. 2023 (ICLR), Theorems 3.2 and 3.4",
     systems=("S1", "S10"),
     summary="Nearly orthogonal data satisfying the Theorem 3.2 condition, leaky ReLU, fixed outer layer: gradient "
-            "flow to large t and long GD converge towards a KKT point of the margin problem (KKT residual -> 0), "
-            "with equal margins, rank <= 2, a linear decision boundary and z = W^T a near the SVM margin.",
+            "flow to very large t (integrated in the loss-rescaled clock ds = L dt, the same trajectory), normalised "
+            "GD and long plain GD converge towards a KKT point of the margin problem (KKT residual -> 0), with "
+            "equal margins, rank <= 2, a linear decision boundary and z = W^T a near the SVM margin.",
     config=ExperimentConfig(
         model=TwoLayer(width=50, activation="leaky_relu", gamma=0.9, outer_signs="balanced"),
         data=NearlyOrthogonal(n=10, d=40_000, scale="unit", n_test=2000),
@@ -204,18 +205,22 @@ KKT = Experiment(
         reference="svm",
         checkpoints=25,
         parts={
-            "gradient_flow": {"method.kind": "gf", "stop.max_time": 1e6},
-            "gd": {"stop.max_steps": 100_000},
+            "gradient_flow": {"method.kind": "gf", "method.clock": "loss", "stop.max_time": 3000.0},
+            "normalized_gd": {"method.kind": "normalized_gd", "method.lr": 0.5, "stop.max_steps": 200_000},
+            "gd": {"stop.max_steps": 1_000_000},
         },
     ),
-    quick={"data.n": 5, "data.d": 6000, "model.width": 20, "checkpoints": 15,
-           "parts": {"gradient_flow": {"method.kind": "gf", "stop.max_time": 1e5},
-                     "gd": {"stop.max_steps": 20_000}}},
+    quick={"data.n": 5, "data.d": 6000, "model.width": 20, "checkpoints": 12,
+           "parts": {"gradient_flow": {"method.kind": "gf", "method.clock": "loss", "stop.max_time": 1000.0},
+                     "normalized_gd": {"method.kind": "normalized_gd", "method.lr": 0.5,
+                                       "stop.max_steps": 20_000}}},
     figures=(Figure("kkt_convergence", "Along gradient flow and GD (x axis: time t = lr k): KKT residual, margin "
                     "spread, sigma_3/sigma_1 and the normalised margin.", _kkt_figure),),
     theorems=_frei32,
     settings_source="Ours: n and d chosen so that the Theorem 3.2 condition holds on the drawn data "
-                    "(printed as an assumption check); gamma = 0.9; x_i ~ N(0, I_d / d).",
+                    "(printed as an assumption check); gamma = 0.9; x_i ~ N(0, I_d / d). Plain GD (full variant "
+                    "only) approaches the KKT point like 1/log t, so its residual after 10^6 steps is still "
+                    "visibly positive: the quick variant checks gradient flow and normalised GD.",
 )
 
 

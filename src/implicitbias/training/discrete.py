@@ -16,18 +16,11 @@ import jax.numpy as jnp
 import optax
 
 from implicitbias.training.methods import SGD, NormalizedGD
-from implicitbias.training.problem import Problem, tree_where
+from implicitbias.training.problem import Problem, tree_norm, tree_where
 from implicitbias.training.stopping import Status, Stop
-
 
 #: positions in the integer vector of the loop state
 _STEP, _FAIL, _STATUS = 0, 1, 2
-
-
-def _sum_of_squares(tree):
-    """||tree||^2 as one dot product per leaf: finite exactly when `tree_norm` is, in one kernel per leaf
-    rather than a squaring pass and a two-stage reduction."""
-    return sum(jnp.vdot(leaf, leaf) for leaf in jax.tree_util.tree_leaves(tree))
 
 
 def make_discrete(problem: Problem, method, stop: Stop, n: int):
@@ -90,7 +83,7 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
             step, fail_step = s["ints"][_STEP], s["ints"][_FAIL]
             Xb, yb = batch(hp, step, X, y)
             L, g = value_and_grad(s["theta"], Xb, yb)
-            bad = ~jnp.isfinite(L) | (L > limit_loss) | ~jnp.isfinite(_sum_of_squares(g))
+            bad = ~jnp.isfinite(L) | (L > limit_loss) | ~jnp.isfinite(tree_norm(g))
             done = (L < stop.loss_tol) if check_tol else jnp.asarray(False)
             if normalized:
                 g = jax.tree_util.tree_map(lambda u: u / L, g)

@@ -4,6 +4,12 @@
 adaptive step and a PID controller (rtol, atol), stopping early through a diffrax `Event` when the
 loss falls below `loss_tol`.  Each chunk starts with the average accepted step of the previous
 one.  The carry counts solver steps and gradient (vector-field) evaluations.
+
+With `clock="loss"` the solver integrates the same trajectory in the rescaled time s (ds = L dt),
+d theta/ds = -grad L / L, carrying the physical time t as an extra state dt/ds = 1/L.  For the
+logistic and exponential losses L decays like 1/t, so s ~ log t: gradient flow to t = 1e30 costs
+about as much as to t = 1e2 in ordinary time.  Checkpoints and `stop.max_time` are then in s; the
+recorded `time` is the physical time t.
 """
 
 from __future__ import annotations
@@ -18,36 +24,36 @@ from implicitbias.training.stopping import Status, Stop
 
 #: vector-field evaluations per solver step (accepted or rejected) of the explicit RK solvers;
 #: first-same-as-last solvers reuse their last stage, so a step costs stages - 1.
-EVALS_PER_STEP = {"tsit5": 6, "dopri5": 6, "dopri8": 13, "heun": 2}
+EVALS_PER_STEP = {"tsit5": 6, "dopri5": 6}
 
 
 def make_solver(method: GradientFlow):
     if method.solver == "rkc":
         from implicitbias.training.rkc import RKC2
 
-        return RKC2()
+        return RKC2(report_evals=True)
     return {
         "tsit5": diffrax.Tsit5,
         "dopri5": diffrax.Dopri5,
-        "dopri8": diffrax.Dopri8,
-        "heun": diffrax.Heun,
     }[method.solver]()
 
 
 def chunk_evaluations(method: GradientFlow, sol) -> jnp.ndarray:
     """Vector-field evaluations used by one diffeqsolve call (one chunk)."""
     if method.solver == "rkc":
-        from implicitbias.training.rkc import evaluations
+        from implicitbias.training.rkc import rkc_num_evaluations
 
-        return evaluations(sol)
-    # one evaluation to start the first-same-as-last chain, then a fixed number per step
-    return 1 + EVALS_PER_STEP[method.solver] * sol.stats["num_steps"]
+        return rkc_num_evaluations(sol, dt0_given=True)["total"]
+    from implicitbias.training.rkc import erk_num_evaluations
+
+    return erk_num_evaluations(sol, EVALS_PER_STEP[method.solver], dt0_given=True)
 
 
 def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
     """(init_carry, advance) for one member; the caller vmaps and jits them."""
     solver = make_solver(method)
     max_time = jnp.inf if stop.max_time is None else stop.max_time
+    loss_clock = method.clock == "loss"
 
     def init_carry(hp, theta, const, X, y):
         loss0 = problem.risk(hp, theta, const, X, y)
@@ -55,6 +61,7 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
         return {
             "theta": theta,
             "t": jnp.asarray(0.0),
+            "t_phys": jnp.asarray(0.0),
             "dt": jnp.asarray(method.dt0, dtype=float),
             "atol": jnp.asarray(atol, dtype=float),
             "step": jnp.asarray(0, jnp.int64),
@@ -68,7 +75,19 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
     def advance(carry, t_target, hp, const, X, y):
         risk = lambda th: problem.risk(hp, th, const, X, y)
         grad = jax.grad(risk)
-        term = diffrax.ODETerm(lambda t, th, args: jax.tree_util.tree_map(jnp.negative, grad(th)))
+        if loss_clock:
+            # the same trajectory in the rescaled time s, ds = L dt: d theta/ds = -grad L / L, dt/ds = 1 / L
+            def field(s, state, args):
+                L, g = jax.value_and_grad(risk)(state["theta"])
+                return {"theta": jax.tree_util.tree_map(lambda u: -u / L, g), "t_phys": 1.0 / L}
+
+            y0 = {"theta": carry["theta"], "t_phys": carry["t_phys"]}
+            unpack = lambda state: (state["theta"], state["t_phys"])
+        else:
+            field = lambda t, th, args: jax.tree_util.tree_map(jnp.negative, grad(th))
+            y0 = carry["theta"]
+            unpack = lambda th: (th, None)
+        term = diffrax.ODETerm(field)
         running = carry["status"] == Status.RUNNING
         t0 = carry["t"]
         t1 = jnp.where(running, jnp.minimum(t_target, max_time), t0)
@@ -77,24 +96,29 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
         t1_solve = jnp.where(active, t1, t0 + 1.0)
         event = None
         if stop.loss_tol > 0:
-            event = diffrax.Event(lambda t, th, args, **kw: risk(th) < stop.loss_tol)
+            event = diffrax.Event(lambda t, state, args, **kw: risk(unpack(state)[0]) < stop.loss_tol)
         controller = diffrax.PIDController(rtol=method.rtol, atol=carry["atol"])
+        if method.solver == "rkc":
+            from implicitbias.training.rkc import CountingController
+
+            controller = CountingController(controller)
         sol = diffrax.diffeqsolve(
             term,
             solver,
             t0,
             t1_solve,
             jnp.minimum(carry["dt"], t1_solve - t0),
-            carry["theta"],
+            y0,
             stepsize_controller=controller,
             event=event,
             max_steps=method.max_solver_steps,
-            saveat=diffrax.SaveAt(t1=True),
+            saveat=diffrax.SaveAt(t1=True, solver_state=True, controller_state=True),
             adjoint=diffrax.ForwardMode(),
             throw=False,
         )
-        theta = jax.tree_util.tree_map(lambda leaf: leaf[-1], sol.ys)
+        theta, t_phys = unpack(jax.tree_util.tree_map(lambda leaf: leaf[-1], sol.ys))
         t_end = sol.ts[-1]
+        t_phys = t_end if t_phys is None else t_phys
         L = risk(theta)
         bad = ~jnp.isfinite(L) | (L > stop.divergence_factor * jnp.maximum(carry["loss0"], 1.0))
         bad = bad | ~jnp.isfinite(tree_norm(theta))
@@ -111,6 +135,7 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
             **carry,
             "theta": tree_where(keep, theta, carry["theta"]),
             "t": jnp.where(keep, t_end, t0),
+            "t_phys": jnp.where(keep, t_phys, carry["t_phys"]),
             "dt": jnp.where(keep & (accepted > 0), (t_end - t0) / jnp.maximum(accepted, 1), carry["dt"]),
             "step": carry["step"] + jnp.where(active, sol.stats["num_steps"], 0),
             "evals": carry["evals"] + jnp.where(active, chunk_evaluations(method, sol), 0),

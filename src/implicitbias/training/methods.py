@@ -53,17 +53,21 @@ class GradientFlow(Spec):
 
     solver: rkc (second-order Runge-Kutta-Chebyshev, stable far along the negative real axis, suited
     to the stiff late phase of gradient flow, whose Jacobian -Hessian has real eigenvalues),
-    tsit5, dopri5, dopri8 or heun.  rtol/atol: the controller's tolerances; `atol_relative` scales
+    tsit5 or dopri5.  rtol/atol: the controller's tolerances; `atol_relative` scales
     atol by the initial parameter norm (tolerances scaled to the size of the parameters).
+    clock: "time" integrates in physical time t; "loss" integrates the same trajectory in the
+    rescaled time s with ds = L dt (see `implicitbias.training.flow`), which reaches the very large t
+    of margin maximisation cheaply; checkpoints and stop.max_time are then in s.
     """
 
     kind: Literal["gf"] = "gf"
-    solver: Literal["rkc", "tsit5", "dopri5", "dopri8", "heun"] = "rkc"
+    solver: Literal["rkc", "tsit5", "dopri5"] = "rkc"
     rtol: float = pydantic.Field(1e-6, gt=0.0, lt=1.0)
     atol: float = pydantic.Field(1e-9, gt=0.0)
     atol_relative: bool = False
     dt0: pydantic.PositiveFloat = 0.01
     max_solver_steps: int = pydantic.Field(10_000_000, ge=1)
+    clock: Literal["time", "loss"] = "time"
 
     @property
     def is_flow(self) -> bool:

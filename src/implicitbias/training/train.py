@@ -155,7 +155,7 @@ def train(
 def _clock(carry, hp, method) -> dict[str, np.ndarray]:
     step = np.asarray(carry["step"])
     if method.is_flow:
-        return {"step": step, "time": np.asarray(carry["t"]), "grad_evals": np.asarray(carry["evals"])}
+        return {"step": step, "time": np.asarray(carry["t_phys"]), "grad_evals": np.asarray(carry["evals"])}
     return {"step": step, "time": step * np.asarray(hp["lr"]), "grad_evals": step}
 
 

@@ -1,0 +1,183 @@
+"""Chistikov et al. 2023 (S11) and Boursier et al. 2022 (S12): data families, theorem logic, plateau exit time,
+and one small gradient-flow run."""
+
+import math
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from implicitbias.data import ChistikovFamily, Orthogonal, TeacherNeuron, make_dataset
+from implicitbias.data.families import xi_bound
+from implicitbias.metrics.plateau import plateau_exit_time
+from implicitbias.models import TwoLayer
+from implicitbias.theorems.base import RunContext
+from implicitbias.theorems.chistikov import (
+    BoursierOrthogonal,
+    ChistikovTheorem7,
+    ChistikovTheorem8,
+    chistikov_reference,
+)
+
+NET = TwoLayer(width=20, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
+
+
+# -- data families ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("d", [3, 4])
+def test_family_m_negative_has_m_below_zero_and_rank_one_min_norm(d):
+    ds = ChistikovFamily(family="m_negative", d=d).generate(0)
+    ref = chistikov_reference(ds.X, ds.info["v_star"], ds.y)
+    assert ref["z_holds"] and ref["M"] < 0
+    assert ref["min_norm"] == pytest.approx(2.0, rel=1e-6)
+    cos = ds.X @ ds.info["v_star"] / np.linalg.norm(ds.X, axis=1)
+    assert np.all(np.arccos(cos) < math.pi / 4)  # xi = half of its pi/4 bound
+
+
+@pytest.mark.parametrize("d", [3, 4])
+def test_family_m_positive_has_m_above_zero_and_a_smaller_min_norm(d):
+    ds = ChistikovFamily(family="m_positive", d=d).generate(0)
+    ref = chistikov_reference(ds.X, ds.info["v_star"], ds.y)
+    assert not ref["z_holds"] and ref["M"] > 0
+    assert ref["min_norm"] < 2.0 * (1 - 1e-5)
+    assert ds.info["M_sign"] == 1 and ds.X_test.shape == (64, d)
+
+
+def test_family_config_validation_and_training_set_does_not_depend_on_seed():
+    a, b = make_dataset({"name": "chistikov_family", "family": "m_negative", "d": 5}, 0), \
+        make_dataset({"name": "chistikov_family", "family": "m_negative", "d": 5}, 7)
+    np.testing.assert_array_equal(a.X, b.X)
+    assert not np.array_equal(a.X_test, b.X_test)
+    assert a.info["xi"] == pytest.approx(0.5 * xi_bound(5))
+    with pytest.raises(ValueError):
+        ChistikovFamily(family="m_positive", d=2)
+
+
+# -- plateau exit time ------------------------------------------------------------------------------------
+def test_plateau_exit_time_on_synthetic_curves():
+    t = np.concatenate([[0.0], np.geomspace(0.01, 1e4, 57)])
+    # L = L0 until t1, then L0 (t/t1)^-2: log L is linear in log t, so the interpolation is exact
+    t1, L0 = 7.3, 0.4
+    L = L0 * np.minimum(1.0, (np.maximum(t, 1e-300) / t1) ** -2.0)
+    assert plateau_exit_time(t, L) == pytest.approx(t1 * math.sqrt(2.0), rel=1e-10)
+    assert plateau_exit_time(t, L, fraction=0.01) == pytest.approx(t1 * 10.0, rel=1e-10)
+    # smooth exponential drop after a plateau: exit at T + ln 2
+    T = 20.0
+    L2 = L0 * np.exp(-np.maximum(t - T, 0.0))
+    assert plateau_exit_time(t, L2) == pytest.approx(T + math.log(2.0), rel=0.02)
+    # batched, and a curve that never leaves its plateau
+    out = plateau_exit_time(np.stack([t, t]), np.stack([L, np.full_like(t, L0)]))
+    assert out.shape == (2,) and out[0] == pytest.approx(t1 * math.sqrt(2.0)) and np.isnan(out[1])
+    with pytest.raises(ValueError):
+        plateau_exit_time(t, L, fraction=1.5)
+
+
+# -- theorem verdicts on hand-built results ---------------------------------------------------------------
+def _fake_results(lams, trials, angle, *, loss=1e-10, nuclear_gap=1e-4, bal=1e-9):
+    runs = [(lam, t) for t in range(trials) for lam in lams]
+    lam = np.array([r[0] for r in runs])
+    n = len(runs)
+    ck = 3
+
+    def over(v):
+        return (("run", "checkpoint"), np.repeat(np.asarray(v, float)[:, None], ck, axis=1))
+
+    a = np.array([angle(x) for x in lam])
+    nuc = 1.0 + nuclear_gap + lam
+    ds = xr.Dataset(
+        {"max_angle": over(a), "loss": over(np.full(n, loss)), "W.nuclear": over(nuc),
+         "param_norm": over(np.sqrt(2.0 * nuc)), "balancedness_max": over(np.full(n, bal)),
+         "status_name": (("run",), np.array(["converged"] * n, dtype=object))},
+        coords={"init_scale": ("run", lam), "trial": ("run", np.array([r[1] for r in runs])),
+                "seed": ("run", np.array([1000 * r[1] for r in runs]))},
+    )
+    return ds
+
+
+def _ctx(ds, data, method="gf", model=NET):
+    cfg = {"model": model.model_dump(), "method": {"kind": method, "lr": 0.01}, "stop": {"loss_tol": 1e-9}}
+    return RunContext(data=data, results=ds, config=cfg, model=model)
+
+
+def _outcomes(verdicts):
+    return {v.statement: v.outcome for v in verdicts}
+
+
+def test_theorem7_verdicts_follow_the_measurements():
+    data = [TeacherNeuron(d=4).generate(1000 * t) for t in range(2)]
+    lams = [4.0**-k for k in range(1, 8)]
+    good = ChistikovTheorem7().check(_ctx(_fake_results(lams, 2, lambda x: 0.3 * x), data))
+    assert all(v.outcome == "holds" for v in good if v.kind == "prediction"), [v.line() for v in good]
+    assert all(v.outcome in ("holds", "not_evaluated") for v in good if v.kind == "assumption")
+    # angles rising as lambda decreases: the trend and the slope fail
+    bad = ChistikovTheorem7().check(_ctx(_fake_results(lams, 2, lambda x: 0.3 / x), data))
+    fails = [v.statement for v in bad if v.outcome == "fails"]
+    assert any("decreases" in s for s in fails) and any("slope" in s for s in fails)
+    # loss not small and nuclear norm far from 1
+    bad = ChistikovTheorem7().check(_ctx(_fake_results(lams, 2, lambda x: x, loss=1e-3, nuclear_gap=0.1), data))
+    fails = " ".join(v.statement for v in bad if v.outcome == "fails")
+    assert "loss -> 0" in fails and "||W||_*" in fails and "||theta||^2" in fails
+    # a model without the balanced init: assumption fails, predictions become outside_scope
+    other = TwoLayer(width=20, activation="relu", train_outer=True, init_scheme="gaussian")
+    v = ChistikovTheorem7().check(_ctx(_fake_results(lams, 2, lambda x: x), data, model=other))
+    assert any(x.kind == "assumption" and x.outcome == "fails" for x in v)
+    assert {x.outcome for x in v if x.kind == "prediction"} <= {"outside_scope", "not_evaluated"}
+
+
+def test_theorem7_balancedness_bound_for_gd_scales_with_lr_and_initial_loss():
+    data = [TeacherNeuron(d=4).generate(0)]
+    lams = [4.0**-k for k in range(1, 6)]
+    ok = ChistikovTheorem7().check(_ctx(_fake_results(lams, 1, lambda x: x, bal=1e-4), data, method="gd"))
+    assert _outcomes(ok)["balancedness conserved: max over neurons and checkpoints of |a_j^2 - ||w_j||^2|"] == \
+        "fails"  # 1e-4 > 2 x 0.01 x L(0) = 2e-12 with the fake L(0) = 1e-10
+    gf = ChistikovTheorem7().check(_ctx(_fake_results(lams, 1, lambda x: x, bal=1e-4), data))
+    assert [v for v in gf if "balancedness" in v.statement][0].outcome == "fails"
+
+
+@pytest.mark.parametrize("family, sign", [("m_negative", -1), ("m_positive", 1)])
+def test_theorem8_on_the_families(family, sign):
+    data = [ChistikovFamily(family=family, d=3).generate(0)]
+    lams = [4.0**-4, 4.0**-6]
+    ds = _fake_results(lams, 1, lambda x: x, nuclear_gap=0.0)
+    ds["param_norm"] = ds["param_norm"] * 0 + math.sqrt(2.0 + 1e-6)  # learned ~ rank-1 value 2
+    out = ChistikovTheorem8().check(_ctx(ds, data))
+    assert all(v.outcome != "fails" for v in out), [v.line() for v in out]
+    statements = " ".join(v.statement for v in out if v.outcome == "holds")
+    assert ("M < 0 => min-norm" in statements) == (sign < 0)
+    assert ("M > 0 => rank-1 is not min-norm" in statements) == (sign > 0)
+    assert ("GF does not find a min-norm" in statements) == (sign > 0)
+
+
+def test_boursier_orthogonal_verdicts():
+    spec = Orthogonal(n=4, d=6)
+    data = [spec.generate(0)]
+    from implicitbias.reference import orthogonal_min_norm
+
+    target = orthogonal_min_norm(data[0].X, data[0].y).theta_sq_norm
+    lams = [1.0, 4.0**-3, 4.0**-6]
+    ds = _fake_results(lams, 1, lambda x: x)
+    ds["param_norm"] = (("run", "checkpoint"), np.sqrt(target * (1 + np.array(lams)))[:, None] * np.ones((1, 3)))
+    out = _outcomes(BoursierOrthogonal().check(_ctx(ds, data)))
+    assert set(out.values()) == {"holds"}, out
+
+
+# -- one small real training ------------------------------------------------------------------------------
+def test_gradient_flow_small_teacher_neuron_run():
+    from implicitbias.losses import Loss
+    from implicitbias.training.methods import GradientFlow
+    from implicitbias.training.stopping import Stop
+    from implicitbias.training.train import train
+
+    data = TeacherNeuron(d=4).generate(0)
+    lams = [4.0**-2, 4.0**-4, 4.0**-6]
+    method = GradientFlow(solver="tsit5", rtol=1e-6, atol=1e-9, atol_relative=True)
+    stop = Stop(loss_tol=1e-7, max_time=2e4)
+    ds = train(NET, data, Loss(name="square"), method, stop=stop, batch={"init_scale": lams}, checkpoints=12,
+               kkt=False)
+    assert np.all(ds["loss"].values[:, -1] < 1e-7)
+    assert np.max(ds["balancedness_max"].values) < 1e-6
+    angle = ds["max_angle"].values[:, -1]
+    assert angle[0] > angle[1] > angle[2] > 0
+    cfg = {"model": NET.model_dump(), "method": method.model_dump(), "stop": stop.model_dump()}
+    verdicts = ChistikovTheorem7(slope_window=2, small_lambda_max=0.1).check(
+        RunContext(data=data, results=ds, config=cfg, model=NET, method=method))
+    assert all(v.outcome != "fails" for v in verdicts), [v.line() for v in verdicts]

@@ -1,0 +1,187 @@
+"""Tests for the Runge--Kutta--Chebyshev solver `implicitbias.training.rkc.RKC2`."""
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg as sla
+
+from implicitbias.training.rkc import (
+    RKC2,
+    CountingController,
+    erk_num_evaluations,
+    rkc_num_evaluations,
+    rkc_stage_count,
+)
+
+P = 40
+T_LONG = 1000.0
+
+
+@pytest.fixture(scope="module")
+def stiff_linear():
+    """dθ/dt = -Aθ, A symmetric PSD with eigenvalues 1e-3 ... 1e2."""
+    rng = np.random.default_rng(0)
+    Q, _ = np.linalg.qr(rng.standard_normal((P, P)))
+    eig = np.logspace(-3, 2, P)
+    A = (Q * eig) @ Q.T
+    A = 0.5 * (A + A.T)
+    y0 = rng.standard_normal(P)
+    Aj = jnp.asarray(A)
+    term = diffrax.ODETerm(lambda t, y, args: -(Aj @ y))
+    return dict(A=A, eig=eig, y0=y0, term=term)
+
+
+def _solve(term, solver, controller, y0, t1, dt0=None, max_steps=10**6):
+    return diffrax.diffeqsolve(
+        term, solver, 0.0, t1, dt0, y0, stepsize_controller=controller, max_steps=max_steps,
+        saveat=diffrax.SaveAt(t1=True, solver_state=True, controller_state=True),
+    )
+
+
+def test_stage_count_rule():
+    assert int(rkc_stage_count(0.0)) == 2
+    # s stages must be stable: h*rho <= beta(s) ~ 0.65 (s^2 - 1)
+    for hr in [1.0, 10.0, 100.0, 1e4]:
+        s = int(rkc_stage_count(hr))
+        assert hr <= 0.65 * (s**2 - 1)
+    assert int(rkc_stage_count(1e8, s_max=50)) == 50
+
+
+def test_linear_matches_expm_and_beats_tsit5(stiff_linear):
+    A, y0, term = stiff_linear["A"], stiff_linear["y0"], stiff_linear["term"]
+    exact = sla.expm(-A * T_LONG) @ y0
+    rtol, atol = 1e-6, 1e-9
+
+    solve_rkc = jax.jit(lambda y: _solve(
+        term, RKC2(report_evals=True), CountingController(diffrax.PIDController(rtol=rtol, atol=atol)), y, T_LONG))
+    sol = solve_rkc(jnp.asarray(y0))
+    err = np.linalg.norm(np.asarray(sol.ys[-1]) - exact) / np.linalg.norm(y0)
+    assert err < 2e-6
+    counts = rkc_num_evaluations(sol)
+    n_rkc = int(counts["total"])
+    assert int(counts["accepted"]) <= n_rkc
+
+    sol_t = jax.jit(lambda y: _solve(term, diffrax.Tsit5(), diffrax.PIDController(rtol=rtol, atol=atol), y,
+                                     T_LONG))(jnp.asarray(y0))
+    err_t = np.linalg.norm(np.asarray(sol_t.ys[-1]) - exact) / np.linalg.norm(y0)
+    assert err_t < 1e-6
+    n_tsit5 = int(erk_num_evaluations(sol_t))
+    # Tsit5 is stability-limited (dt ~ 3/100 over t = 1000); RKC2 is not.
+    assert n_rkc * 5 < n_tsit5, (n_rkc, n_tsit5)
+
+
+def test_fixed_step_order_two(stiff_linear):
+    """Global error with constant steps scales like dt^2 on the wide-spectrum problem.
+
+    (a) Data in the slow eigen-subspace, steps with h·λ_max = 40 ... 5 (4 to 9 stages, the regime where RKC
+    is meant to be used): the smooth components converge at order 2. (b) Generic data in the asymptotic
+    regime h·λ_max <= 1.25. (RKC is not L-stable: with fixed large steps a stiff initial transient is damped
+    only by a factor ~0.95 per step, so generic data at large fixed steps is pre-asymptotic; with the
+    adaptive controller this is handled by the error estimate.)
+    """
+    A, term, eig = stiff_linear["A"], stiff_linear["term"], stiff_linear["eig"]
+    Q = np.linalg.eigh(A)[1]
+    lam_max = float(eig.max())
+    rng = np.random.default_rng(5)
+    y_slow = Q[:, np.linalg.eigh(A)[0] <= 1.0] @ rng.standard_normal(int((eig <= 1.0).sum()))
+    y_all = stiff_linear["y0"]
+
+    @jax.jit
+    def solve(y0, t1, dt):
+        solver = RKC2(spectral_radius=lambda t, y, args: lam_max)
+        return diffrax.diffeqsolve(term, solver, 0.0, t1, dt, y0, stepsize_controller=diffrax.ConstantStepSize(),
+                                   max_steps=1024).ys[-1]
+
+    for y0, t1, n_steps in [(y_slow, 10.0, [10, 20, 40, 80]), (y_all, 1.0, [80, 160, 320, 640])]:
+        exact = sla.expm(-A * t1) @ y0
+        dts = t1 / np.array(n_steps, dtype=float)
+        errs = np.array([np.linalg.norm(np.asarray(solve(jnp.asarray(y0), t1, dt)) - exact) for dt in dts])
+        slope = np.polyfit(np.log(dts), np.log(errs), 1)[0]
+        assert 1.85 < slope < 2.15, (slope, errs)
+
+
+def test_nonlinear_nonautonomous_order_two():
+    """Order 2 on a nonlinear, non-autonomous problem (checks the stage times c_j), with the power method."""
+    rng = np.random.default_rng(1)
+    n = 8
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    A = jnp.asarray((Q * np.logspace(-1, 1.5, n)) @ Q.T)
+    y0 = jnp.asarray(rng.standard_normal(n))
+    term = diffrax.ODETerm(lambda t, y, args: -(A @ y) - y**3 + jnp.sin(3.0 * t))
+    t1 = 2.0
+    ref = diffrax.diffeqsolve(term, diffrax.Tsit5(), 0.0, t1, None, y0, max_steps=10**5,
+                              stepsize_controller=diffrax.PIDController(rtol=1e-13, atol=1e-13)).ys[-1]
+
+    @jax.jit
+    def solve(dt):
+        return diffrax.diffeqsolve(term, RKC2(refresh_every=1), 0.0, t1, dt, y0,
+                                   stepsize_controller=diffrax.ConstantStepSize(), max_steps=4096).ys[-1]
+
+    dts = np.array([0.1, 0.05, 0.025, 0.0125])
+    errs = np.array([float(jnp.linalg.norm(solve(dt) - ref)) for dt in dts])
+    slope = np.polyfit(np.log(dts), np.log(errs), 1)[0]
+    assert 1.8 < slope < 2.4, (slope, errs)
+
+
+def test_vmap_matches_one_by_one(stiff_linear):
+    term = stiff_linear["term"]
+    rng = np.random.default_rng(2)
+    batch = jnp.asarray(rng.standard_normal((3, P)) * np.array([[1.0], [1e-3], [10.0]]))
+    ctrl = CountingController(diffrax.PIDController(rtol=1e-5, atol=1e-8))
+
+    def one(y):
+        sol = _solve(term, RKC2(report_evals=True), ctrl, y, 100.0)
+        return sol.ys[-1], rkc_num_evaluations(sol)["total"], sol.stats["num_steps"]
+
+    f = jax.jit(one)
+    ys_v, n_v, steps_v = jax.jit(jax.vmap(one))(batch)
+    for i in range(batch.shape[0]):
+        y_i, n_i, steps_i = f(batch[i])
+        np.testing.assert_allclose(np.asarray(ys_v[i]), np.asarray(y_i), rtol=1e-10, atol=1e-14)
+        assert int(n_v[i]) == int(n_i)
+        assert int(steps_v[i]) == int(steps_i)
+
+
+def test_counts_are_exact():
+    """Count real vector-field calls with a host callback and compare with the reported counts."""
+    calls = {"n": 0}
+
+    def bump():
+        calls["n"] += 1
+
+    rng = np.random.default_rng(3)
+    n = 6
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    A = jnp.asarray((Q * np.logspace(-2, 2, n)) @ Q.T)
+
+    def vf(t, y, args):
+        jax.debug.callback(bump)
+        return -(A @ y) - 0.1 * y**3
+
+    term = diffrax.ODETerm(vf)
+    y0 = jnp.asarray(rng.standard_normal(n))
+
+    sol = jax.jit(lambda y: _solve(term, RKC2(report_evals=True),
+                                   CountingController(diffrax.PIDController(rtol=1e-5, atol=1e-8)), y, 50.0))(y0)
+    jax.block_until_ready(sol.ys)
+    counts = rkc_num_evaluations(sol)
+    assert int(sol.stats["num_rejected_steps"]) > 0  # the rejected steps are part of what we check
+    assert int(counts["total"]) == calls["n"]
+    assert int(counts["accepted"]) + counts["initial_step"] <= calls["n"]
+
+    # without the counting controller: accepted-only count and a bound
+    calls["n"] = 0
+    sol = jax.jit(lambda y: _solve(term, RKC2(), diffrax.PIDController(rtol=1e-5, atol=1e-8), y, 50.0))(y0)
+    jax.block_until_ready(sol.ys)
+    counts = rkc_num_evaluations(sol)
+    assert counts["total"] is None
+    assert int(counts["accepted"]) + 2 <= calls["n"] <= int(counts["upper_bound"])
+
+    # Tsit5 formula
+    calls["n"] = 0
+    sol = jax.jit(lambda y: _solve(term, diffrax.Tsit5(), diffrax.PIDController(rtol=1e-5, atol=1e-8), y, 5.0))(y0)
+    jax.block_until_ready(sol.ys)
+    assert int(sol.stats["num_rejected_steps"]) > 0
+    assert int(erk_num_evaluations(sol)) == calls["n"]
