@@ -26,6 +26,15 @@ def exponential(q):
     return jnp.exp(-q)
 
 
+def log_logistic(q):
+    """log l(q) for the logistic loss, finite for every q: log softplus(-q), and -q + log1p(-e^{-q}/2)
+    (its expansion, exact to float64 precision) where softplus(-q) would underflow."""
+    big = q > 30.0
+    safe = jnp.where(big, 0.0, q)
+    return jnp.where(big, -q + jnp.log1p(-0.5 * jnp.exp(-jnp.where(big, q, 30.0))),
+                     jnp.log(jax.nn.softplus(-safe)))
+
+
 def square(pred, y):
     """l(f, y) = (f - y)^2 / 2."""
     return 0.5 * (pred - y) ** 2
@@ -50,6 +59,17 @@ class Loss(Spec):
     def risk(self, pred, y):
         """Empirical risk: the mean of `per_example` over the examples."""
         return jnp.mean(self.per_example(pred, y))
+
+    def log_risk(self, pred, y):
+        """log L, computed without underflow (logsumexp of the per-example log-losses) for the
+        classification losses, so that gradient flow in the loss-rescaled clock stays finite at
+        margins where L itself is below the float64 range."""
+        n = jnp.shape(y)[0]
+        if self.name == "logistic":
+            return jax.scipy.special.logsumexp(log_logistic(y * pred)) - jnp.log(n)
+        if self.name == "exponential":
+            return jax.scipy.special.logsumexp(-y * pred) - jnp.log(n)
+        return jnp.log(self.risk(pred, y))
 
     @property
     def value_at_zero(self) -> float:

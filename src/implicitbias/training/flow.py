@@ -26,6 +26,10 @@ from implicitbias.training.stopping import Status, Stop
 #: first-same-as-last solvers reuse their last stage, so a step costs stages - 1.
 EVALS_PER_STEP = {"tsit5": 6, "dopri5": 6}
 
+#: with the loss clock, a run stops (converged) once log L < -LOG_T_MAX: t = int ds / L would then
+#: exceed e^600 ~ 1e260, near the end of the float64 range
+LOG_T_MAX = 600.0
+
 
 def make_solver(method: GradientFlow):
     if method.solver == "rkc":
@@ -77,9 +81,12 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
         grad = jax.grad(risk)
         if loss_clock:
             # the same trajectory in the rescaled time s, ds = L dt: d theta/ds = -grad L / L, dt/ds = 1 / L
+            log_risk = lambda th: problem.log_risk(hp, th, const, X, y)
+
             def field(s, state, args):
-                L, g = jax.value_and_grad(risk)(state["theta"])
-                return {"theta": jax.tree_util.tree_map(lambda u: -u / L, g), "t_phys": 1.0 / L}
+                # grad L / L = grad log L, evaluated in log space so that it stays finite as L underflows
+                logL, g = jax.value_and_grad(log_risk)(state["theta"])
+                return {"theta": jax.tree_util.tree_map(jnp.negative, g), "t_phys": jnp.exp(-logL)}
 
             y0 = {"theta": carry["theta"], "t_phys": carry["t_phys"]}
             unpack = lambda state: (state["theta"], state["t_phys"])
@@ -95,7 +102,13 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
         # a member with nothing to do integrates over a dummy unit interval and is discarded below
         t1_solve = jnp.where(active, t1, t0 + 1.0)
         event = None
-        if stop.loss_tol > 0:
+        if loss_clock:
+            # stop before the physical time t = int ds / L leaves the float64 range (log L < -LOG_T_MAX)
+            tol = jnp.log(stop.loss_tol) if stop.loss_tol > 0 else -LOG_T_MAX
+            floor = jnp.maximum(tol, -LOG_T_MAX)
+            event = diffrax.Event(
+                lambda t, state, args, **kw: problem.log_risk(hp, unpack(state)[0], const, X, y) < floor)
+        elif stop.loss_tol > 0:
             event = diffrax.Event(lambda t, state, args, **kw: risk(unpack(state)[0]) < stop.loss_tol)
         controller = diffrax.PIDController(rtol=method.rtol, atol=carry["atol"])
         if method.solver == "rkc":

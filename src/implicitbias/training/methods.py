@@ -66,7 +66,7 @@ class GradientFlow(Spec):
     atol: float = pydantic.Field(1e-9, gt=0.0)
     atol_relative: bool = False
     dt0: pydantic.PositiveFloat = 0.01
-    max_solver_steps: int = pydantic.Field(10_000_000, ge=1)
+    max_solver_steps: int = pydantic.Field(1_000_000, ge=1)
     clock: Literal["time", "loss"] = "time"
 
     @property

@@ -37,6 +37,10 @@ class Problem:
         model = self.member_model(hp)
         return self.loss.risk(model.predict(theta, const, X), y)
 
+    def log_risk(self, hp, theta, const, X, y):
+        model = self.member_model(hp)
+        return self.loss.log_risk(model.predict(theta, const, X), y)
+
     def init(self, hp, d: int):
         return self.member_model(hp).init(jax.random.PRNGKey(hp["seed"]), d, hp["init_scale"])
 

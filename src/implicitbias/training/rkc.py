@@ -74,6 +74,8 @@ from jax import lax
 __all__ = [
     "RKC2",
     "CountingController",
+    "ScaledAtolController",
+    "gradient_flow_controller",
     "rkc_num_evaluations",
     "erk_num_evaluations",
     "rkc_stage_count",
@@ -206,6 +208,7 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
     power_max_iter: int = 20
     power_refresh_max_iter: int = 5
     power_rtol: float = 0.05
+    skip_margin: float = 4.0
     spectral_radius: Callable | None = None
     report_evals: bool = eqx.field(static=True, default=False)
 
@@ -287,7 +290,11 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
         evals = jnp.where(made_jump, 1, 0).astype(_idt())
 
         # spectral radius: refreshed every `refresh_every` accepted steps (warm-started)
-        refresh = (st["since_refresh"] + 1 >= self.refresh_every) | made_jump
+        # Skip the refresh while h·ρ is far inside the 2-stage stability interval (hρ <= ~1.95): even a
+        # `skip_margin`-fold growth of ρ since the last estimate would not change the stage count. The
+        # refresh then happens on the first step where h·ρ gets close (since_refresh keeps counting).
+        far_inside = jnp.abs(h) * self.rho_safety * st["rho"] * self.skip_margin < 1.95
+        refresh = ((st["since_refresh"] + 1 >= self.refresh_every) & ~far_inside) | made_jump
         max_iter = jnp.where(refresh, self.power_refresh_max_iter, 0)
         rho, v, k = self._estimate_rho(terms, t0, y0, f0, args, st["v"], st["rho"], max_iter)
         if self.spectral_radius is None:
@@ -407,6 +414,82 @@ class CountingController(diffrax.AbstractAdaptiveStepSizeController):
         )
         count = jnp.asarray(count).astype(total.dtype)
         return keep, tprev, tnext, made_jump, (inner, total + count), result
+
+
+class ScaledAtolController(diffrax.AbstractAdaptiveStepSizeController):
+    """Wraps an adaptive controller (a ``PIDController``) so that its absolute tolerance follows the scale
+    of the solution: at every step ``atol_eff = max(controller.atol, atol_rel * rms(y0))``, with rms the
+    root-mean-square over all leaves of the state at the start of the step.
+
+    Why: in gradient flow from a small initialisation the parameters grow by orders of magnitude
+    (S11: rms 6e-6 at t = 0, ~2e-2 at the end). The absolute tolerance must be small compared with the
+    *initial* scale (the directions of the small neurons decided early fix the end point), but a fixed atol
+    that small later forces tiny steps for components that no longer matter (dead neurons sitting on
+    ReLU kinks, which the flow crosses or slides along). A floor ``controller.atol`` ~ rtol_0·rms(θ0) plus
+    a part relative to the current scale gives both. The rtol of the inner controller is unchanged.
+    """
+
+    controller: diffrax.AbstractAdaptiveStepSizeController
+    atol_rel: float
+
+    @property
+    def rtol(self):
+        return self.controller.rtol
+
+    @property
+    def atol(self):
+        return self.controller.atol
+
+    @property
+    def norm(self):
+        return self.controller.norm
+
+    def wrap(self, direction):
+        return eqx.tree_at(lambda c: c.controller, self, self.controller.wrap(direction))
+
+    def _with_atol(self, y):
+        leaves = jtu.tree_leaves(y)
+        size = sum(jnp.size(x) for x in leaves)
+        rms = jnp.sqrt(sum(jnp.sum(jnp.abs(x) ** 2) for x in leaves) / max(size, 1))
+        atol = jnp.maximum(self.controller.atol, self.atol_rel * rms)
+        return eqx.tree_at(lambda c: c.atol, self.controller, atol)
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        return self._with_atol(y0).init(terms, t0, t1, y0, dt0, args, func, error_order)
+
+    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
+        return self._with_atol(y0).adapt_step_size(
+            t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
+        )
+
+
+def gradient_flow_controller(
+    rtol: float = 1e-6,
+    atol: float = 0.0,
+    atol_rel: float | None = 1e-6,
+    count: bool = True,
+    **pid_kwargs,
+):
+    """The recommended step-size controller for :class:`RKC2` on gradient flow.
+
+    ``CountingController(ScaledAtolController(PIDController(rtol, atol, **pid), atol_rel))``; the
+    default PID settings are ``error_order=2, factormax=3`` (see below), overridable through
+    ``pid_kwargs``. `atol` is the absolute floor (recommend ``1e-5 * rms(θ0)``), `atol_rel` the part
+    relative to the current rms of the state (None: plain fixed atol). With ``count=True`` (default)
+    build the solver as ``RKC2(report_evals=True)``.
+
+    error_order=2 instead of the formal 3: ReLU networks have a discontinuous gradient, and the local
+    error of a step that crosses a kink is O(h), not O(h^3); the more aggressive shrink after a rejection
+    and the cap on growth (factormax=3) cut the rejected steps by ~1/3 in the kink-dense early phase of
+    S11, at no loss of accuracy on smooth problems.
+    """
+    pid_kwargs = {"error_order": 2, "factormax": 3.0, **pid_kwargs}
+    ctrl = diffrax.PIDController(rtol=rtol, atol=atol, **pid_kwargs)
+    if atol_rel is not None:
+        ctrl = ScaledAtolController(ctrl, atol_rel)
+    if count:
+        ctrl = CountingController(ctrl)
+    return ctrl
 
 
 # --------------------------------------------------------------------------------------------------------
