@@ -56,7 +56,7 @@ def test_missing_cifar_archive_names_the_path(tmp_path, capsys):
 
 
 def test_diverging_learning_rate_is_reported_not_saved(tmp_path, capsys):
-    code = main(["run", "frei2023-xor", "--quick", "--out", str(tmp_path), "--set", "method.lr=1e6"])
+    code = main(["run", "frei2023-fig1", "--quick", "--out", str(tmp_path), "--set", "method.lr=1e6"])
     err = capsys.readouterr().err
     assert code == 3
     assert "diverged at step" in err and "method.lr" in err

@@ -30,7 +30,7 @@ SQUARE = Loss(name="square")
 NET = TwoLayer(width=200, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
 #: gradient flow; atol is relative to ||theta(0)|| (~ lambda), so the error control stays meaningful at
 #: lambda = 4^-13, where the parameters start near 1e-10
-GF = GradientFlow(solver="rkc", rtol=1e-6, atol=1e-9, atol_relative=True)
+GF = GradientFlow(solver="rkc", rtol=1e-5, atol=1e-9, atol_relative=True)
 #: the paper's stopping rule (loss < 1e-9 or 2 10^7 GD steps of lr 0.01), as a time budget t = lr k
 STOP = Stop(loss_tol=1e-9, max_time=2e5, max_steps=20_000_000)
 LAMBDAS = [4.0**k for k in range(2, -14, -1)]  # 4^2 ... 4^-13 (16 values)

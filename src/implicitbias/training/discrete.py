@@ -19,8 +19,17 @@ from implicitbias.training.methods import SGD, NormalizedGD
 from implicitbias.training.problem import Problem, tree_norm, tree_where
 from implicitbias.training.stopping import Status, Stop
 
-#: positions in the integer vector of the loop state
-_STEP, _FAIL, _STATUS = 0, 1, 2
+#: positions in the integer vector of the loop state of `advance`
+_STEP, _FAIL, _STATUS, _LOSS = 0, 1, 2, 3
+
+
+def _loss_bits(loss):
+    """The loss as the bits of a float64 in an int64 (exact both ways, see `_loss_from_bits`)."""
+    return jax.lax.bitcast_convert_type(jnp.asarray(loss).astype(jnp.float64), jnp.int64)
+
+
+def _loss_from_bits(bits, dtype):
+    return jax.lax.bitcast_convert_type(bits, jnp.float64).astype(dtype)
 
 
 def make_discrete(problem: Problem, method, stop: Stop, n: int):
@@ -66,14 +75,15 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
         # loop invariants, out of the loop state
         stop_at = jnp.minimum(target, carry["limit"])
         limit_loss = threshold(carry)
-        # the loop state packs the scalars into one integer vector (step, fail_step, status) and one float,
-        # so that a step updates them in two small kernels rather than one per field
+        # The loop state packs the scalars into one integer vector (step, fail_step, status and the bits of
+        # the loss), updated by one small kernel per step rather than one per field: with small networks a
+        # step costs about as many microseconds as it launches kernels.
         state = {
             "theta": carry["theta"],
             "theta_prev": carry["theta_prev"],
             "opt_state": carry["opt_state"],
-            "ints": jnp.stack([carry["step"], carry["fail_step"], carry["status"].astype(jnp.int64)]),
-            "loss": carry["loss"],
+            "ints": jnp.stack([carry["step"], carry["fail_step"], carry["status"].astype(jnp.int64),
+                               _loss_bits(carry["loss"])]),
         }
 
         def cond(s):
@@ -91,16 +101,16 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
             moved = optax.apply_updates(s["theta"], updates)
             accept = ~bad & ~done
             status = jnp.where(bad, Status.DIVERGED, jnp.where(done, Status.CONVERGED, Status.RUNNING))
-            # a step that turns bad leaves theta (and theta_prev) in place and the parameters are reverted
-            # to theta_prev after the loop: theta then never reads theta_prev, and the two buffers of the loop
-            # state are updated in place, without copies
+            # A step that turns bad leaves theta and theta_prev as they are, and the parameters are reverted
+            # to theta_prev after the loop (as if at once): the new theta never reads theta_prev, which saves
+            # the compiled step a copy of the parameters.
             return {
                 "theta": tree_where(accept, moved, s["theta"]),
                 "theta_prev": tree_where(accept, s["theta"], s["theta_prev"]),
                 "opt_state": tree_where(accept, opt_state, s["opt_state"]),
                 "ints": jnp.stack([jnp.maximum(step + accept - bad, 0), jnp.where(bad, step, fail_step),
-                                   status.astype(jnp.int64)]),
-                "loss": jnp.where(bad, s["loss"], L),
+                                   status.astype(jnp.int64),
+                                   jnp.where(bad, s["ints"][_LOSS], _loss_bits(L))]),
             }
 
         s = jax.lax.while_loop(cond, body, state)
@@ -113,7 +123,7 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
             "step": s["ints"][_STEP],
             "fail_step": s["ints"][_FAIL],
             "status": s["ints"][_STATUS].astype(jnp.int32),
-            "loss": s["loss"],
+            "loss": _loss_from_bits(s["ints"][_LOSS], carry["loss"].dtype),
         }
         # the parameters handed to the recorder must have a finite, bounded loss: check the last step
         L = problem.risk(hp, c["theta"], const, X, y)

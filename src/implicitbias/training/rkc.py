@@ -292,9 +292,12 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
         # spectral radius: refreshed every `refresh_every` accepted steps (warm-started)
         # Skip the refresh while h·ρ is far inside the 2-stage stability interval (hρ <= ~1.95): even a
         # `skip_margin`-fold growth of ρ since the last estimate would not change the stage count. The
-        # refresh then happens on the first step where h·ρ gets close (since_refresh keeps counting).
+        # refresh then happens on the first step where h·ρ gets close (since_refresh keeps counting), and
+        # in any case after 5·refresh_every steps: a stale, too small ρ would otherwise limit h through
+        # instability and keep h·ρ_stale small forever.
+        since = st["since_refresh"] + 1
         far_inside = jnp.abs(h) * self.rho_safety * st["rho"] * self.skip_margin < 1.95
-        refresh = ((st["since_refresh"] + 1 >= self.refresh_every) & ~far_inside) | made_jump
+        refresh = ((since >= self.refresh_every) & ~far_inside) | (since >= 5 * self.refresh_every) | made_jump
         max_iter = jnp.where(refresh, self.power_refresh_max_iter, 0)
         rho, v, k = self._estimate_rho(terms, t0, y0, f0, args, st["v"], st["rho"], max_iter)
         if self.spectral_radius is None:
