@@ -11,6 +11,7 @@ from implicitbias.training.rkc import (
     RKC2,
     CountingController,
     erk_num_evaluations,
+    gradient_flow_controller,
     rkc_num_evaluations,
     rkc_stage_count,
 )
@@ -54,9 +55,8 @@ def test_linear_matches_expm_and_beats_tsit5(stiff_linear):
     exact = sla.expm(-A * T_LONG) @ y0
     rtol, atol = 1e-6, 1e-9
 
-    solve_rkc = jax.jit(lambda y: _solve(
-        term, RKC2(report_evals=True), CountingController(diffrax.PIDController(rtol=rtol, atol=atol)), y, T_LONG))
-    sol = solve_rkc(jnp.asarray(y0))
+    ctrl = CountingController(diffrax.PIDController(rtol=rtol, atol=atol))
+    sol = jax.jit(lambda y: _solve(term, RKC2(report_evals=True), ctrl, y, T_LONG))(jnp.asarray(y0))
     err = np.linalg.norm(np.asarray(sol.ys[-1]) - exact) / np.linalg.norm(y0)
     assert err < 2e-6
     counts = rkc_num_evaluations(sol)
@@ -91,8 +91,8 @@ def test_fixed_step_order_two(stiff_linear):
     @jax.jit
     def solve(y0, t1, dt):
         solver = RKC2(spectral_radius=lambda t, y, args: lam_max)
-        return diffrax.diffeqsolve(term, solver, 0.0, t1, dt, y0, stepsize_controller=diffrax.ConstantStepSize(),
-                                   max_steps=1024).ys[-1]
+        return diffrax.diffeqsolve(term, solver, 0.0, t1, dt, y0, max_steps=1024,
+                                   stepsize_controller=diffrax.ConstantStepSize()).ys[-1]
 
     for y0, t1, n_steps in [(y_slow, 10.0, [10, 20, 40, 80]), (y_all, 1.0, [80, 160, 320, 640])]:
         exact = sla.expm(-A * t1) @ y0
@@ -129,9 +129,10 @@ def test_vmap_matches_one_by_one(stiff_linear):
     term = stiff_linear["term"]
     rng = np.random.default_rng(2)
     batch = jnp.asarray(rng.standard_normal((3, P)) * np.array([[1.0], [1e-3], [10.0]]))
-    ctrl = CountingController(diffrax.PIDController(rtol=1e-5, atol=1e-8))
 
     def one(y):
+        # the recommended controller, with the atol floor derived from (traced, per-member) y
+        ctrl = gradient_flow_controller(rtol=1e-5, theta0=y, atol_init_rel=1e-3, atol_rel=1e-4)
         sol = _solve(term, RKC2(report_evals=True), ctrl, y, 100.0)
         return sol.ys[-1], rkc_num_evaluations(sol)["total"], sol.stats["num_steps"]
 
@@ -163,8 +164,8 @@ def test_counts_are_exact():
     term = diffrax.ODETerm(vf)
     y0 = jnp.asarray(rng.standard_normal(n))
 
-    sol = jax.jit(lambda y: _solve(term, RKC2(report_evals=True),
-                                   CountingController(diffrax.PIDController(rtol=1e-5, atol=1e-8)), y, 50.0))(y0)
+    ctrl = CountingController(diffrax.PIDController(rtol=1e-5, atol=1e-8))
+    sol = jax.jit(lambda y: _solve(term, RKC2(report_evals=True), ctrl, y, 50.0))(y0)
     jax.block_until_ready(sol.ys)
     counts = rkc_num_evaluations(sol)
     assert int(sol.stats["num_rejected_steps"]) > 0  # the rejected steps are part of what we check
@@ -177,11 +178,13 @@ def test_counts_are_exact():
     jax.block_until_ready(sol.ys)
     counts = rkc_num_evaluations(sol)
     assert counts["total"] is None
-    assert int(counts["accepted"]) + 2 <= calls["n"] <= int(counts["upper_bound"])
+    assert int(counts["accepted"]) + 2 <= calls["n"]
+    assert abs(float(counts["estimate"]) - calls["n"]) <= 0.2 * calls["n"]
 
     # Tsit5 formula
     calls["n"] = 0
-    sol = jax.jit(lambda y: _solve(term, diffrax.Tsit5(), diffrax.PIDController(rtol=1e-5, atol=1e-8), y, 5.0))(y0)
+    ctrl = diffrax.PIDController(rtol=1e-5, atol=1e-8)
+    sol = jax.jit(lambda y: _solve(term, diffrax.Tsit5(), ctrl, y, 5.0))(y0)
     jax.block_until_ready(sol.ys)
     assert int(sol.stats["num_rejected_steps"]) > 0
     assert int(erk_num_evaluations(sol)) == calls["n"]

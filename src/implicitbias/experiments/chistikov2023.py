@@ -28,9 +28,11 @@ from implicitbias.training.stopping import Stop
 SQUARE = Loss(name="square")
 #: the paper's network: m = 200, both layers trained, balanced init with random signs s_j ~ Unif{+-1}
 NET = TwoLayer(width=200, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
-#: gradient flow; atol is relative to ||theta(0)|| (~ lambda), so the error control stays meaningful at
-#: lambda = 4^-13, where the parameters start near 1e-10
-GF = GradientFlow(solver="rkc", rtol=1e-5, atol=1e-9, atol_relative=True)
+#: gradient flow by RKC (stable on the stiff exponential tail of the loss); atol is relative to ||theta(0)||
+#: (~ lambda), so the error control stays meaningful at lambda = 4^-13, where the parameters start near 1e-10.
+#: rtol 1e-4: the step size collapses wherever a neuron slides along a ReLU kink (the vector field jumps there),
+#: and the cost of those phases is proportional to 1/rtol; the final max angles agree with rtol 1e-8 to ~0.3%.
+GF = GradientFlow(solver="rkc", rtol=1e-4, atol=1e-9, atol_relative=True)
 #: the paper's stopping rule (loss < 1e-9 or 2 10^7 GD steps of lr 0.01), as a time budget t = lr k
 STOP = Stop(loss_tol=1e-9, max_time=2e5, max_steps=20_000_000)
 LAMBDAS = [4.0**k for k in range(2, -14, -1)]  # 4^2 ... 4^-13 (16 values)
@@ -137,7 +139,7 @@ FIG1 = Experiment(
         kkt=False,
         grid={"data.scheme": ["centred", "uncentred"], "data.d": [4, 16, 64, 256, 1024], "init_scale": LAMBDAS},
     ),
-    quick={"trials": 3, "checkpoints": 20,
+    quick={"trials": 3, "checkpoints": 20, "model.width": 50,
            "grid": {"data.scheme": ["centred", "uncentred"], "data.d": [4],
                     "init_scale": [4.0**-2, 4.0**-4, 4.0**-6, 4.0**-8]}},
     figures=(Figure("fig1_max_angle", "Median (over trials) of the largest angle between active neurons at the "
@@ -149,7 +151,7 @@ FIG1 = Experiment(
     settings_source="All from the paper (Sec. 8): m = 200, balanced init z_j ~ N(0, I/(dm)), s_j ~ Unif{+-1}, "
                     "lambda = 4^2..4^-13, d = 4..1024, n = d, centred (rho = 1) and uncentred (rho = sqrt2 - 1) "
                     "data, 5 trials, stop at loss < 1e-9 or 2e7 GD steps of lr 0.01 = time 2e5. Ours: gradient "
-                    "flow (RKC, rtol 1e-6, atol 1e-9 x ||theta(0)||) instead of GD; 40 log-spaced checkpoints.",
+                    "flow (RKC, rtol 1e-4, atol 1e-9 x ||theta(0)||) instead of GD; 40 log-spaced checkpoints. Quick: d = 4, m = 50, lambda = 4^-2..4^-8 in steps of 4^2, 3 trials.",
 )
 
 
@@ -370,7 +372,7 @@ MIN_NORM = Experiment(
         data=ChistikovFamily(family="m_negative", d=3),
         loss=SQUARE,
         method=GF,
-        stop=Stop(loss_tol=1e-15, max_time=2e5),
+        stop=Stop(loss_tol=1e-12, max_time=2e5),
         checkpoints=25,
         kkt=False,
         parts={
@@ -390,7 +392,7 @@ MIN_NORM = Experiment(
                     "smallest lambda, and the convex minimum over interpolators, with M.", _min_norm_figure),),
     theorems=_theorem8,
     settings_source="Families and M from the paper (Sec. 7, appendix G: xi = half its pi/4 bound, b = 11). Ours: "
-                    "d = 3..5, m = 50, lambda = 4^-4..4^-8, loss < 1e-15 (so that ||theta||^2 resolves the 4e-4 gap "
+                    "d = 3..5, m = 50, lambda = 4^-4..4^-8, loss < 1e-12 (so that ||theta||^2 resolves the 4e-4 gap "
                     "of the M > 0 family), 3 random centred data sets per d.",
 )
 

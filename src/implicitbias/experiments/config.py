@@ -114,6 +114,18 @@ def with_overrides(config: ExperimentConfig, overrides: dict[str, Any]) -> Exper
     order = sorted(overrides, key=lambda p: not p.endswith((".kind", ".name")))
     for path in order:
         value = overrides[path]
+        if path.startswith("grid.") and path != "grid.":
+            # one grid axis, e.g. grid.data.d=[4,16,64] (axis names contain dots themselves)
+            axis = path[len("grid."):]
+            targets = [tree.setdefault("grid", {})]
+            targets += [p["grid"] for p in tree.get("parts", {}).values() if isinstance(p.get("grid"), dict)]
+            if not any(axis in t for t in targets):
+                raise ConfigError(f"{path} is not allowed: this experiment has no grid axis {axis!r}; "
+                                  "`implicitbias describe NAME` shows the grid")
+            for t in targets:
+                if axis in t:
+                    t[axis] = value
+            continue
         for part in tree.get("parts", {}).values():
             if path in part:
                 part[path] = value

@@ -367,8 +367,8 @@ class ChistikovTheorem8(Theorem):
         is then known only when the Z-matrix condition holds).
     min_norm_max_n: the convex min-norm program (all activation patterns) is solved for n <= this.
     norm_tol: relative tolerance of the convex comparisons (solver accuracy): M < 0 needs
-        |min - 2||v*||| <= norm_tol 2||v*||; M > 0 needs min <= (1 - norm_tol) 2||v*|| and the learned
-        ||theta||^2 >= (1 + norm_tol) min.
+        |min - 2||v*||| <= norm_tol 2||v*||; M > 0 needs (2||v*|| - min) / 2||v*|| >= norm_tol and
+        (learned ||theta||^2 - min) / min >= norm_tol.
     learned_tol: |learned ||theta||^2 - 2||v*||| / (2||v*||) at the smallest lambda.
     m_zero_tol: |M| <= this counts as the excluded threshold case M = 0.
     seed: of the multi-start search for M.
@@ -455,8 +455,8 @@ class ChistikovTheorem8(Theorem):
                     abs(mn - r1) / r1, "<=", self.norm_tol, note))
             elif sign > 0:
                 out.append(compare(self.title, "prediction", self._label(
-                    run, r, "M > 0 => rank-1 is not min-norm: min ||theta||^2 / 2||v*||"), mn / r1, "<=",
-                    1.0 - self.norm_tol, note))
+                    run, r, "M > 0 => rank-1 is not min-norm: (2||v*|| - min ||theta||^2) / 2||v*||"),
+                    1.0 - mn / r1, ">=", self.norm_tol, note))
             else:
                 out.append(compare(self.title, "prediction", self._label(run, r, "sign of M decides min-norm"),
                                    None, "<=", self.norm_tol, note + "; sign of M unknown"))
@@ -470,8 +470,8 @@ class ChistikovTheorem8(Theorem):
                 abs(value - r1) / r1, "<=", self.learned_tol, f"learned {value:.8g} at lambda {lam.min():.3g}"))
             if sign > 0 and np.isfinite(mn):
                 out.append(compare(self.title, "prediction", self._label(
-                    run, r, "M > 0 => GF does not find a min-norm interpolator: learned / min ||theta||^2"),
-                    value / mn, ">=", 1.0 + self.norm_tol, f"learned {value:.8g}, min {mn:.8g}"))
+                    run, r, "M > 0 => GF does not find a min-norm interpolator: (learned - min ||theta||^2) / min"),
+                    value / mn - 1.0, ">=", self.norm_tol, f"learned {value:.8g}, min {mn:.8g}"))
         return out
 
 
