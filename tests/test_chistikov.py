@@ -169,7 +169,7 @@ def test_gradient_flow_small_teacher_neuron_run():
 
     data = TeacherNeuron(d=4).generate(0)
     lams = [4.0**-2, 4.0**-4, 4.0**-6]
-    method = GradientFlow(solver="tsit5", rtol=1e-6, atol=1e-9, atol_relative=True)
+    method = GradientFlow(solver="tsit5")
     stop = Stop(loss_tol=1e-7, max_time=2e4)
     ds = train(NET, data, Loss(name="square"), method, stop=stop, batch={"init_scale": lams}, checkpoints=12,
                kkt=False)

@@ -47,16 +47,18 @@ def _quadratic_flow(data, w0, t):
     return w_star + scipy.linalg.expm(-A * t) @ (w0 - w_star)
 
 
-@pytest.mark.parametrize("solver", ["tsit5", "rkc"])
-def test_gradient_flow_matches_matrix_exponential(solver):
+@pytest.mark.parametrize("solver, rtol, tol", [("tsit5", 1e-8, 1e-7), ("rkc", 1e-10, 1e-7)])
+def test_gradient_flow_matches_matrix_exponential(solver, rtol, tol):
+    """Tsit5's global error here is about its rtol; the second-order RKC's is larger (about 20 x rtol at
+    1e-6 and 500 x at 1e-10: its error estimate controls local O(h^3) errors), hence its tighter rtol."""
     data = _regression(30, 6)
     w0 = np.random.default_rng(2).normal(size=6)
     times = [0.5, 2.0, 10.0]
-    ds = train(Linear(), data, SQUARE, GradientFlow(solver=solver, rtol=1e-8, atol=1e-10),
+    ds = train(Linear(), data, SQUARE, GradientFlow(solver=solver, rtol=rtol, atol=rtol * 1e-2, atol_rel=None),
                stop=Stop(max_time=10.0), theta0={"w": w0}, checkpoints=times, kkt=False)
     assert ds.status.values[0] == Status.BUDGET
     np.testing.assert_allclose(ds.time.values[0], [0.0, *times])
-    np.testing.assert_allclose(ds["theta.w"].values[0], _quadratic_flow(data, w0, 10.0), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(ds["theta.w"].values[0], _quadratic_flow(data, w0, 10.0), rtol=0, atol=tol)
 
 
 def test_gd_tracks_gradient_flow_with_first_order_error():

@@ -28,11 +28,12 @@ from implicitbias.training.stopping import Stop
 SQUARE = Loss(name="square")
 #: the paper's network: m = 200, both layers trained, balanced init with random signs s_j ~ Unif{+-1}
 NET = TwoLayer(width=200, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
-#: gradient flow by RKC (stable on the stiff exponential tail of the loss); atol is relative to ||theta(0)||
-#: (~ lambda), so the error control stays meaningful at lambda = 4^-13, where the parameters start near 1e-10.
-#: rtol 1e-4: the step size collapses wherever a neuron slides along a ReLU kink (the vector field jumps there),
-#: and the cost of those phases is proportional to 1/rtol; the final max angles agree with rtol 1e-8 to ~0.3%.
-GF = GradientFlow(solver="rkc", rtol=1e-4, atol=1e-9, atol_relative=True)
+#: gradient flow by RKC (stable on the stiff exponential tail of the loss); the atol floor is 1e-5 rms(theta(0))
+#: (~ lambda), so the error control stays meaningful at lambda = 4^-13, where the parameters start near 1e-10,
+#: and grows with the parameters (atol_rel 1e-6).  rtol 1e-4: the step size collapses wherever a neuron
+#: slides along a ReLU kink (the vector field jumps there), and the cost of those phases is proportional to
+#: 1/rtol; the final max angles agree with rtol 1e-8 to ~0.3%.
+GF = GradientFlow(solver="rkc", rtol=1e-4)
 #: the paper's stopping rule (loss < 1e-9 or 2 10^7 GD steps of lr 0.01), as a time budget t = lr k
 STOP = Stop(loss_tol=1e-9, max_time=2e5, max_steps=20_000_000)
 LAMBDAS = [4.0**k for k in range(2, -14, -1)]  # 4^2 ... 4^-13 (16 values)
@@ -151,7 +152,7 @@ FIG1 = Experiment(
     settings_source="All from the paper (Sec. 8): m = 200, balanced init z_j ~ N(0, I/(dm)), s_j ~ Unif{+-1}, "
                     "lambda = 4^2..4^-13, d = 4..1024, n = d, centred (rho = 1) and uncentred (rho = sqrt2 - 1) "
                     "data, 5 trials, stop at loss < 1e-9 or 2e7 GD steps of lr 0.01 = time 2e5. Ours: gradient "
-                    "flow (RKC, rtol 1e-4, atol 1e-9 x ||theta(0)||) instead of GD; 40 log-spaced checkpoints. Quick: d = 4, m = 50, lambda = 4^-2..4^-8 in steps of 4^2, 3 trials.",
+                    "flow (RKC, rtol 1e-4, atol floor 1e-5 rms(theta(0)), atol_rel 1e-6) instead of GD; 40 log-spaced checkpoints. Quick: d = 4, m = 50, lambda = 4^-2..4^-8 in steps of 4^2, 3 trials.",
 )
 
 
@@ -404,7 +405,7 @@ def _median_loss(cell) -> tuple[np.ndarray, np.ndarray]:
 
 
 def intermediate_plateau(time, loss, *, drop: float = 0.5, flat: float = 1.5, min_points: int = 3,
-                         min_span: float = 1.5, later_drop: float = 10.0) -> dict | None:
+                         min_span: float = 1.3, later_drop: float = 10.0) -> dict | None:
     """An intermediate plateau of a loss curve (checkpoints log-spaced in time), or None.
 
     Rule: after the first drop below `drop` x L(0), the first run of at least `min_points` consecutive
@@ -439,8 +440,8 @@ def _two_teacher_claims(results):
     t, L = _median_loss(cell)
     found = intermediate_plateau(t, L)
     predicted = float(np.median([_weak_class_loss(d) for d in cell.data]))
-    rule = ("rule: after L < L(0)/2, >= 3 consecutive checkpoints within a factor 1.5, over a time ratio >= 1.5, "
-            "at least 10x above the final loss")
+    rule = ("rule: the first run, after L < L(0)/2, of >= 3 consecutive checkpoints within a factor 1.5, over a "
+            "time ratio >= 1.3, at least 10x above the final loss")
     out = [compare(title, "prediction", "the median loss curve has an intermediate plateau (two saddles)",
                    1.0 if found else 0.0, ">=", 1.0,
                    rule + (f"; found at t in [{found['t_start']:.3g}, {found['t_end']:.3g}]" if found else ""))]
@@ -495,13 +496,15 @@ TWO_TEACHERS = Experiment(
         checkpoints=TWO_TEACHER_TIMES,
         kkt=False,
     ),
-    quick={"data.d": 4, "trials": 5},
+    quick={"trials": 3, "method.rtol": 1e-3},
     figures=(Figure("two_teachers_loss", "Training loss of every trial (grey) and their median (black); shaded: "
                     "the detected intermediate plateau.", _two_teacher_figure),),
     claims=_two_teacher_claims,
     settings_source="From the paper (appendix I): norms 1 and 3, d = 16, d points per teacher, m = 25, "
                     "lambda = 4^-7, 15 trials, medians. Ours: the reading of 'opposite' (TwoTeachers), gradient "
-                    "flow, 90 log-spaced checkpoints, the plateau detection rule.",
+                    "flow, 90 log-spaced checkpoints, the plateau detection rule. Quick: 3 trials and rtol 1e-3 (the "
+                    "cost is the early phase, where negative neurons slide along a ReLU kink and the step size "
+                    "is proportional to rtol).",
 )
 
 

@@ -42,6 +42,16 @@ def make_solver(method: GradientFlow):
     }[method.solver]()
 
 
+def make_controller(method: GradientFlow, atol, loss_clock: bool):
+    """PID control with an absolute-tolerance floor `atol` plus a part that follows the size of the
+    parameters (not with the loss clock, whose state also carries the astronomically growing t)."""
+    from implicitbias.training.rkc import gradient_flow_controller
+
+    atol_rel = None if loss_clock else method.atol_rel
+    return gradient_flow_controller(rtol=method.rtol, atol=atol, atol_rel=atol_rel,
+                                    count=method.solver == "rkc")
+
+
 def chunk_evaluations(method: GradientFlow, sol) -> jnp.ndarray:
     """Vector-field evaluations used by one diffeqsolve call (one chunk)."""
     if method.solver == "rkc":
@@ -61,7 +71,11 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
 
     def init_carry(hp, theta, const, X, y):
         loss0 = problem.risk(hp, theta, const, X, y)
-        atol = method.atol * (tree_norm(theta) if method.atol_relative else 1.0)
+        if method.atol is None:
+            rms = tree_norm(theta) / jnp.sqrt(sum(leaf.size for leaf in jax.tree_util.tree_leaves(theta)))
+            atol = jnp.where(rms > 0, 1e-5 * rms, 1e-9)
+        else:
+            atol = method.atol
         return {
             "theta": theta,
             "t": jnp.asarray(0.0),
@@ -110,11 +124,7 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
                 lambda t, state, args, **kw: problem.log_risk(hp, unpack(state)[0], const, X, y) < floor)
         elif stop.loss_tol > 0:
             event = diffrax.Event(lambda t, state, args, **kw: risk(unpack(state)[0]) < stop.loss_tol)
-        controller = diffrax.PIDController(rtol=method.rtol, atol=carry["atol"])
-        if method.solver == "rkc":
-            from implicitbias.training.rkc import CountingController
-
-            controller = CountingController(controller)
+        controller = make_controller(method, carry["atol"], loss_clock)
         sol = diffrax.diffeqsolve(
             term,
             solver,

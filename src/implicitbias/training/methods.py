@@ -49,12 +49,15 @@ class NormalizedGD(Spec):
 
 
 class GradientFlow(Spec):
-    """Gradient flow d theta/dt = -grad L(theta), integrated by diffrax with a PID step-size controller.
+    """Gradient flow d theta/dt = -grad L(theta), integrated by diffrax with error control.
 
-    solver: rkc (second-order Runge-Kutta-Chebyshev, stable far along the negative real axis, suited
-    to the stiff late phase of gradient flow, whose Jacobian -Hessian has real eigenvalues),
-    tsit5 or dopri5.  rtol/atol: the controller's tolerances; `atol_relative` scales
-    atol by the initial parameter norm (tolerances scaled to the size of the parameters).
+    solver: rkc (second-order Runge-Kutta-Chebyshev, `implicitbias.training.rkc`: explicit, stable far
+    along the negative real axis, suited to the stiff late phase of gradient flow, whose Jacobian
+    -Hessian has real eigenvalues), tsit5 or dopri5.
+    rtol: relative tolerance.  atol: absolute-tolerance floor; None means 1e-5 x rms(theta(0)) (1e-9
+    from theta(0) = 0): small against the initial parameter scale, whose directions fix the end point.
+    atol_rel: the absolute tolerance at a step is max(atol, atol_rel x rms(theta)), following the
+    parameters as they grow by orders of magnitude from a small init (None: the floor alone).
     clock: "time" integrates in physical time t; "loss" integrates the same trajectory in the
     rescaled time s with ds = L dt (see `implicitbias.training.flow`), which reaches the very large t
     of margin maximisation cheaply; checkpoints and stop.max_time are then in s.
@@ -63,8 +66,8 @@ class GradientFlow(Spec):
     kind: Literal["gf"] = "gf"
     solver: Literal["rkc", "tsit5", "dopri5"] = "rkc"
     rtol: float = pydantic.Field(1e-6, gt=0.0, lt=1.0)
-    atol: float = pydantic.Field(1e-9, gt=0.0)
-    atol_relative: bool = False
+    atol: float | None = pydantic.Field(None, gt=0.0)
+    atol_rel: float | None = pydantic.Field(1e-6, gt=0.0)
     dt0: pydantic.PositiveFloat = 0.01
     max_solver_steps: int = pydantic.Field(1_000_000, ge=1)
     clock: Literal["time", "loss"] = "time"
