@@ -1,5 +1,5 @@
-"""Chistikov et al. 2023 (S11) and Boursier et al. 2022 (S12): data families, theorem logic, plateau exit time,
-and one small gradient-flow run."""
+"""Chistikov et al. 2023 (S11) and Boursier et al. 2022 (S12): data families, theorem logic, plateau exit
+time, and one small gradient-flow run."""
 
 import math
 
@@ -54,10 +54,10 @@ def test_family_config_validation_and_training_set_does_not_depend_on_seed():
 
 # -- plateau exit time ------------------------------------------------------------------------------------
 def test_plateau_exit_time_on_synthetic_curves():
-    t = np.concatenate([[0.0], np.geomspace(0.01, 1e4, 57)])
+    t = np.concatenate([[0.0], np.geomspace(0.01, 1e4, 201)])
     # L = L0 until t1, then L0 (t/t1)^-2: log L is linear in log t, so the interpolation is exact
     t1, L0 = 7.3, 0.4
-    L = L0 * np.minimum(1.0, (np.maximum(t, 1e-300) / t1) ** -2.0)
+    L = L0 * np.minimum(1.0, (np.maximum(t, t1) / t1) ** -2.0)
     assert plateau_exit_time(t, L) == pytest.approx(t1 * math.sqrt(2.0), rel=1e-10)
     assert plateau_exit_time(t, L, fraction=0.01) == pytest.approx(t1 * 10.0, rel=1e-10)
     # smooth exponential drop after a plateau: exit at T + ln 2
@@ -113,7 +113,8 @@ def test_theorem7_verdicts_follow_the_measurements():
     fails = [v.statement for v in bad if v.outcome == "fails"]
     assert any("decreases" in s for s in fails) and any("slope" in s for s in fails)
     # loss not small and nuclear norm far from 1
-    bad = ChistikovTheorem7().check(_ctx(_fake_results(lams, 2, lambda x: x, loss=1e-3, nuclear_gap=0.1), data))
+    fake = _fake_results(lams, 2, lambda x: x, loss=1e-3, nuclear_gap=0.1)
+    bad = ChistikovTheorem7().check(_ctx(fake, data))
     fails = " ".join(v.statement for v in bad if v.outcome == "fails")
     assert "loss -> 0" in fails and "||W||_*" in fails and "||theta||^2" in fails
     # a model without the balanced init: assumption fails, predictions become outside_scope
@@ -127,8 +128,8 @@ def test_theorem7_balancedness_bound_for_gd_scales_with_lr_and_initial_loss():
     data = [TeacherNeuron(d=4).generate(0)]
     lams = [4.0**-k for k in range(1, 6)]
     ok = ChistikovTheorem7().check(_ctx(_fake_results(lams, 1, lambda x: x, bal=1e-4), data, method="gd"))
-    assert _outcomes(ok)["balancedness conserved: max over neurons and checkpoints of |a_j^2 - ||w_j||^2|"] == \
-        "fails"  # 1e-4 > 2 x 0.01 x L(0) = 2e-12 with the fake L(0) = 1e-10
+    # 1e-4 > 2 x 0.01 x L(0) = 2e-12 with the fake L(0) = 1e-10
+    assert [v for v in ok if "balancedness" in v.statement][0].outcome == "fails"
     gf = ChistikovTheorem7().check(_ctx(_fake_results(lams, 1, lambda x: x, bal=1e-4), data))
     assert [v for v in gf if "balancedness" in v.statement][0].outcome == "fails"
 
@@ -155,7 +156,8 @@ def test_boursier_orthogonal_verdicts():
     target = orthogonal_min_norm(data[0].X, data[0].y).theta_sq_norm
     lams = [1.0, 4.0**-3, 4.0**-6]
     ds = _fake_results(lams, 1, lambda x: x)
-    ds["param_norm"] = (("run", "checkpoint"), np.sqrt(target * (1 + np.array(lams)))[:, None] * np.ones((1, 3)))
+    norms = np.sqrt(target * (1 + np.array(lams)))
+    ds["param_norm"] = (("run", "checkpoint"), norms[:, None] * np.ones((1, 3)))
     out = _outcomes(BoursierOrthogonal().check(_ctx(ds, data)))
     assert set(out.values()) == {"holds"}, out
 

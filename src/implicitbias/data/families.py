@@ -5,8 +5,8 @@ m_negative (M < 0 for every d > 1): x_i = (1 - (d-1)(1-xi)/d) e_i + ((1-xi)/d) s
     v* = (1, ..., 1)/sqrt(d). Every <v*, x_i> = 1/sqrt(d); xi -> 0 squeezes the points onto v*'s direction,
     xi = 1 gives the orthonormal basis. The angles between v* and the x_i are below pi/4 (the paper's
     Theorem 7) when xi <= sqrt(2 (sqrt2 - 1)/(d - 1)); the default xi is half that bound.
-m_positive (M > 0 for every d > 2): x_1 = b e_1, x_2 = b e_1 - sqrt(b) e_2 + e_3, x_3 = b e_1 + sqrt(b) e_2 + e_3,
-    x_i = b e_1 + e_i (4 <= i <= d), b >= 11, v* = (4/5) e_1 + (3/5) e_3.
+m_positive (M > 0 for every d > 2): x_1 = b e_1, x_2 = b e_1 - sqrt(b) e_2 + e_3,
+    x_3 = b e_1 + sqrt(b) e_2 + e_3, x_i = b e_1 + e_i (4 <= i <= d), b >= 11, v* = (4/5) e_1 + (3/5) e_3.
 
 The training set is deterministic (n = d points, labels y_i = [<v*, x_i>]_+); the seed only draws the test
 set, n_test inputs from N(0, I_d) with teacher labels (as Chistikov et al.'s experiments).

@@ -1,5 +1,5 @@
-"""Chistikov, Englert & Lazic 2023 (NeurIPS): learning a neuron with a one-hidden-layer ReLU network from a small
-balanced initialisation (S11), and Boursier et al. 2022 on orthogonal inputs (S12).
+"""Chistikov, Englert & Lazic 2023 (NeurIPS): learning a neuron with a one-hidden-layer ReLU network from a
+small balanced initialisation (S11), and Boursier et al. 2022 on orthogonal inputs (S12).
 
 The paper trains by GD with lr 0.01 for up to 2 10^7 steps; here gradient flow (adaptive, error-controlled)
 runs to the same physical time t = 2 10^5, every lambda of a grid in one batched, compiled call per cell.
@@ -21,18 +21,18 @@ from implicitbias.metrics.plateau import plateau_exit_time
 from implicitbias.models import TwoLayer
 from implicitbias.theorems.base import compare
 from implicitbias.theorems.chistikov import by_lambda, lambdas, theta_sq
-from implicitbias.theorems.fitting import curve, final, fitted_slope
+from implicitbias.theorems.fitting import final, fitted_slope
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 
 SQUARE = Loss(name="square")
 #: the paper's network: m = 200, both layers trained, balanced init with random signs s_j ~ Unif{+-1}
 NET = TwoLayer(width=200, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
-#: gradient flow by RKC (stable on the stiff exponential tail of the loss); the atol floor is 1e-5 rms(theta(0))
-#: (~ lambda), so the error control stays meaningful at lambda = 4^-13, where the parameters start near 1e-10,
-#: and grows with the parameters (atol_rel 1e-6).  rtol 1e-4: the step size collapses wherever a neuron
-#: slides along a ReLU kink (the vector field jumps there), and the cost of those phases is proportional to
-#: 1/rtol; the final max angles agree with rtol 1e-8 to ~0.3%.
+#: gradient flow by RKC (stable on the stiff exponential tail of the loss). The atol floor is
+#: 1e-5 rms(theta(0)) (~ lambda), so the error control stays meaningful at lambda = 4^-13, where the
+#: parameters start near 1e-10, and it grows with the parameters (atol_rel 1e-6). rtol 1e-4: the step size
+#: collapses wherever a neuron slides along a ReLU kink (the vector field jumps there), and the cost of those
+#: phases is proportional to 1/rtol; the final max angles agree with rtol 1e-8 to ~0.3%.
 GF = GradientFlow(solver="rkc", rtol=1e-4)
 #: the paper's stopping rule (loss < 1e-9 or 2 10^7 GD steps of lr 0.01), as a time budget t = lr k
 STOP = Stop(loss_tol=1e-9, max_time=2e5, max_steps=20_000_000)
@@ -83,11 +83,12 @@ def _fig1(results):
             lam, med = _medians(cell, "max_angle")
             ok = med > 0
             ax.plot(lam[ok], med[ok], marker="o", ms=3, label=f"d = {cell.config.data.d}")
-        ax.plot(lam, lam * med[-1] / lam[-1] if med[-1] > 0 else lam, "k:", lw=0.8, label="slope 1")
+        if med[0] > 0:
+            ax.plot(lam, lam * med[0] / lam[0], "k:", lw=0.8, label="slope 1")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("initialisation scale lambda")
-        ax.set_ylabel("median max angle between active neurons (rad)")
+        ax.set_ylabel("max angle between active neurons (rad)")
         ax.grid(True, which="both", alpha=0.3)
         finish(ax, f"{scheme} data, m = {cells[0].config.model.width}, {cells[0].config.trials} trials, "
                    f"{cells[0].config.method.kind}")
@@ -115,8 +116,9 @@ def _fig1_claims(results):
         small = [float(_medians(c, "max_angle")[1][0]) for c in cells]
         large = [float(np.max(_medians(c, "max_angle")[1])) for c in cells]
         ratio = max(s / lg for s, lg in zip(small, large) if lg > 0)
-        out.append(compare(title, "prediction", f"{scheme}: the median max angle at the smallest lambda is far "
-                           "below its largest value, for every d (worst ratio)", ratio, "<", 1e-2,
+        statement = (f"{scheme}: the median max angle at the smallest lambda is far below its largest value, "
+                     "for every d (worst ratio)")
+        out.append(compare(title, "prediction", statement, ratio, "<", 1e-2,
                            ", ".join(f"d = {c.config.data.d}: {s:.3g} rad" for c, s in zip(cells, small))))
     return out
 
@@ -125,10 +127,11 @@ FIG1 = Experiment(
     name="chistikov2023-fig1",
     paper="Chistikov, Englert, Lazic 2023 (NeurIPS), Figure 1",
     systems=("S11",),
-    summary="Teacher-neuron regression with a one-hidden-layer ReLU network (m = 200, both layers trained) from a "
-            "balanced init of scale lambda, trained by gradient flow to loss < 1e-9 or t = 2e5: the largest angle "
-            "between active neurons at the end of training decreases with lambda, about proportionally. One curve "
-            "per d, centred and uncentred data (medians over 5 trials), all lambdas of a cell in one batched call.",
+    summary="Teacher-neuron regression with a one-hidden-layer ReLU network (m = 200, both layers trained) "
+            "from a balanced init of scale lambda, trained by gradient flow to loss < 1e-9 or t = 2e5: the "
+            "largest angle between active neurons at the end of training decreases with lambda, about "
+            "proportionally. One curve per d, centred and uncentred data (medians over 5 trials), all "
+            "lambdas of a cell in one batched call.",
     config=ExperimentConfig(
         model=NET,
         data=TeacherNeuron(d=4, scheme="centred", n_test=64),
@@ -138,21 +141,25 @@ FIG1 = Experiment(
         trials=5,
         checkpoints=40,
         kkt=False,
-        grid={"data.scheme": ["centred", "uncentred"], "data.d": [4, 16, 64, 256, 1024], "init_scale": LAMBDAS},
+        grid={"data.scheme": ["centred", "uncentred"], "data.d": [4, 16, 64, 256, 1024],
+              "init_scale": LAMBDAS},
     ),
     quick={"trials": 3, "checkpoints": 20, "model.width": 50,
            "grid": {"data.scheme": ["centred", "uncentred"], "data.d": [4],
                     "init_scale": [4.0**-2, 4.0**-4, 4.0**-6, 4.0**-8]}},
-    figures=(Figure("fig1_max_angle", "Median (over trials) of the largest angle between active neurons at the "
-                    "end of training against lambda, one curve per d; left centred, right uncentred data; the "
-                    "dotted line has slope 1.", _fig1),),
+    figures=(Figure("fig1_max_angle",
+                    "Median (over trials) of the largest angle between active neurons at the end of training "
+                    "against lambda, one curve per d; left centred, right uncentred data; the dotted line "
+                    "has slope 1.", _fig1),),
     theorems=_theorem7(),
     claims=_fig1_claims,
     tables=_fig1_tables,
-    settings_source="All from the paper (Sec. 8): m = 200, balanced init z_j ~ N(0, I/(dm)), s_j ~ Unif{+-1}, "
-                    "lambda = 4^2..4^-13, d = 4..1024, n = d, centred (rho = 1) and uncentred (rho = sqrt2 - 1) "
-                    "data, 5 trials, stop at loss < 1e-9 or 2e7 GD steps of lr 0.01 = time 2e5. Ours: gradient "
-                    "flow (RKC, rtol 1e-4, atol floor 1e-5 rms(theta(0)), atol_rel 1e-6) instead of GD; 40 log-spaced checkpoints. Quick: d = 4, m = 50, lambda = 4^-2..4^-8 in steps of 4^2, 3 trials.",
+    settings_source="All from the paper (Sec. 8): m = 200, balanced init z_j ~ N(0, I/(dm)), s_j ~ "
+                    "Unif{+-1}, lambda = 4^2..4^-13, d = 4..1024, n = d, centred (rho = 1) and uncentred "
+                    "(rho = sqrt2 - 1) data, 5 trials, stop at loss < 1e-9 or 2e7 GD steps of lr 0.01 = time "
+                    "2e5. Ours: gradient flow (RKC, rtol 1e-4, atol floor 1e-5 rms(theta(0)), atol_rel 1e-6) "
+                    "instead of GD; 40 log-spaced checkpoints. Quick: d = 4, m = 50, lambda = 4^-2..4^-8 in "
+                    "steps of 4^2, 3 trials.",
 )
 
 
@@ -245,8 +252,8 @@ def _fig2_claims(results):
     for kind, cell in _method_cells(results).items():
         ds = cell.results
         lam, test = by_lambda(ds, final(ds, "test_loss"))
-        out.append(compare(title, "prediction", f"{kind}: smaller lambda generalises better: test loss at the "
-                           "smallest lambda below that at the largest", test[0], "<", test[-1],
+        statement = f"{kind}: smaller lambda generalises better: test loss at the smallest lambda < largest"
+        out.append(compare(title, "prediction", statement, test[0], "<", test[-1],
                            ", ".join(f"{_fmt_lambda(g)}: {v:.3g}" for g, v in zip(lam, test))))
         out.extend(_exit_claims(title, kind, cell))
     rows = _comparison(results)
@@ -278,11 +285,11 @@ def _gf_gd_claims(title, rows, tol: float = 0.05):
         "nuclear norm": max(rel(r["W.nuclear_gf"], r["W.nuclear_gd"]) for r in rows),
         "test loss": max(rel(r["test_loss_gf"], r["test_loss_gd"]) for r in rows),
     }
-    out = [compare(title, "prediction", f"GF and GD (lr 0.01) reach the same network: {k}, worst lambda", v, "<=",
-                   tol) for k, v in worst.items()]
+    out = [compare(title, "prediction", f"GF and GD (lr 0.01) reach the same network: {k}, worst lambda", v,
+                   "<=", tol) for k, v in worst.items()]
     ratio = max(r["grad_evals_gf"] / r["grad_evals_gd"] for r in rows)
-    out.append(compare(title, "prediction", "GF uses far fewer gradient evaluations than GD: worst ratio", ratio,
-                       "<=", 0.1, ", ".join(f"{_fmt_lambda(r['lambda'])}: {r['grad_evals_gf']:.0f} vs "
+    out.append(compare(title, "prediction", "GF uses far fewer gradient evaluations than GD: worst ratio",
+                       ratio, "<=", 0.1, ", ".join(f"{_fmt_lambda(r['lambda'])}: {r['grad_evals_gf']:.0f} vs "
                                             f"{r['grad_evals_gd']:.0f}" for r in rows)))
     return out
 
@@ -291,11 +298,12 @@ FIG2 = Experiment(
     name="chistikov2023-fig2",
     paper="Chistikov, Englert, Lazic 2023 (NeurIPS), Figure 2",
     systems=("S11",),
-    summary="One centred data set, d = 16, m = 200: training loss against time for lambda = 4^-2..4^-8 (a plateau "
-            "that lasts about ln(1/lambda)/||gamma_[n]||, then exponential decay) and test loss on 64 N(0, I) "
-            "inputs against lambda (smaller lambda generalises better). Full variant: gradient flow (cell "
-            "method.kind = gf) and the paper's GD with lr 0.01 (method.kind = gd) from the same inits; their final "
-            "networks are compared (fig2_gf_vs_gd.csv). Quick variant: gradient flow only.",
+    summary="One centred data set, d = 16, m = 200: training loss against time for lambda = 4^-2..4^-8 (a "
+            "plateau that lasts about ln(1/lambda)/||gamma_[n]||, then exponential decay) and test loss on "
+            "64 N(0, I) inputs against lambda (smaller lambda generalises better). Full variant: gradient "
+            "flow (cell method.kind = gf) and the paper's GD with lr 0.01 (method.kind = gd) from the same "
+            "inits; their final networks are compared (fig2_gf_vs_gd.csv). Quick variant: gradient flow "
+            "only.",
     config=ExperimentConfig(
         model=NET,
         data=TeacherNeuron(d=16, scheme="centred", n_test=64),
@@ -307,18 +315,19 @@ FIG2 = Experiment(
         grid={"method.kind": ["gf", "gd"], "init_scale": FIG2_LAMBDAS},
     ),
     quick={"checkpoints": 40, "grid": {"method.kind": ["gf"], "init_scale": FIG2_LAMBDAS}},
-    figures=(Figure("fig2_loss_test", "Left: training loss against time (GF solid, GD dashed, t = 0.01 k), dots "
-                    "where the loss leaves its plateau. Right: final test loss against lambda.", _fig2),),
+    figures=(Figure("fig2_loss_test",
+                    "Left: training loss against time (GF solid, GD dashed, t = 0.01 k), dots where the loss "
+                    "leaves its plateau. Right: final test loss against lambda.", _fig2),),
     theorems=_theorem7(small_lambda_max=4.0**-2, slope_window=4),
     claims=_fig2_claims,
     tables=_fig2_tables,
-    settings_source="From the paper (Sec. 8): d = 16, m = 200, centred data, lambda = 4^-2..4^-8, 64 N(0, I) test "
-                    "inputs, GD with lr 0.01 until loss < 1e-9 or 2e7 steps. Ours: the single data set (seed 0); "
-                    "gradient flow alongside GD; 60 log-spaced checkpoints.",
+    settings_source="From the paper (Sec. 8): d = 16, m = 200, centred data, lambda = 4^-2..4^-8, 64 N(0, I) "
+                    "test inputs, GD with lr 0.01 until loss < 1e-9 or 2e7 steps. Ours: the single data set "
+                    "(seed 0); gradient flow alongside GD; 60 log-spaced checkpoints.",
 )
 
 
-# -- Theorem 8: rank-1 against minimum norm -------------------------------------------------------------------
+# -- Theorem 8: rank-1 against minimum norm ------------------------------------------------------------------
 MIN_NORM_LAMBDAS = [4.0**-4, 4.0**-6, 4.0**-8]
 
 
@@ -345,13 +354,17 @@ def _min_norm_figure(results):
     ax.plot(x, np.asarray(learned) - 1, "o", label="learned ||theta||^2 (smallest lambda)")
     ax.plot(x, np.asarray(mins) - 1, "s", label="convex min-norm ||theta||^2")
     for i, m in enumerate(signs):
-        ax.annotate(f"M = {m:.3g}", (x[i], mins[i] - 1), fontsize=6, xytext=(0, -10), textcoords="offset points")
+        ax.annotate(f"M = {m:.3g}", (x[i], mins[i] - 1), fontsize=6, xytext=(0, -10),
+                    textcoords="offset points")
     ax.axhline(0.0, color="k", lw=0.8)
     ax.set_yscale("symlog", linthresh=1e-6)
     ax.set_xticks(x, labels, fontsize=6)
     ax.set_ylabel("||theta||^2 / (2 ||v*||) - 1 (rank-1 value = 0)")
     ax.grid(True, alpha=0.3)
-    finish(ax, "trained (gradient flow) against the minimum-norm interpolator; data set of trial 0 of each cell")
+    low = min(min(mins), min(learned)) - 1
+    ax.set_ylim(3 * low if low < 0 else -1e-6, 1e-4)
+    finish(ax, "GF at the smallest lambda vs the minimum norm (trial 0 of each cell);\n"
+               "learned values are off by ~ the final residual sqrt(2 loss)")
     return fig
 
 
@@ -364,10 +377,10 @@ MIN_NORM = Experiment(
     name="chistikov2023-min-norm",
     paper="Chistikov, Englert, Lazic 2023 (NeurIPS), Sec. 7 (Theorem 8) and appendix G",
     systems=("S11",),
-    summary="Rank-1 against minimum norm: on the paper's two families with known sign of M (M < 0 and M > 0) and on "
-            "random centred data sets (small d), the Z-matrix condition, M (exact), the convex minimum ||theta||^2 "
-            "over interpolators and the ||theta||^2 reached by gradient flow from small lambda: 2 ||v*|| (rank-1) "
-            "always, which is the minimum iff M < 0.",
+    summary="Rank-1 against minimum norm: on the paper's two families with known sign of M (M < 0 and M > 0) "
+            "and on random centred data sets (small d), the Z-matrix condition, M (exact), the convex "
+            "minimum ||theta||^2 over interpolators and the ||theta||^2 reached by gradient flow from small "
+            "lambda: 2 ||v*|| (rank-1) always, which is the minimum iff M < 0.",
     config=ExperimentConfig(
         model=NET.replace(width=50),
         data=ChistikovFamily(family="m_negative", d=3),
@@ -389,16 +402,18 @@ MIN_NORM = Experiment(
         "centred": {"data.name": "teacher_neuron", "trials": 2, "grid": {"data.d": [3], "init_scale":
                                                                         MIN_NORM_LAMBDAS}},
     }},
-    figures=(Figure("min_norm", "||theta||^2 relative to the rank-1 value 2||v*||: learned by gradient flow at the "
-                    "smallest lambda, and the convex minimum over interpolators, with M.", _min_norm_figure),),
+    figures=(Figure("min_norm",
+                    "||theta||^2 relative to the rank-1 value 2||v*||: learned by gradient flow at the "
+                    "smallest lambda, and the convex minimum over interpolators, with M.",
+                    _min_norm_figure),),
     theorems=_theorem8,
-    settings_source="Families and M from the paper (Sec. 7, appendix G: xi = half its pi/4 bound, b = 11). Ours: "
-                    "d = 3..5, m = 50, lambda = 4^-4..4^-8, loss < 1e-12 (so that ||theta||^2 resolves the 4e-4 gap "
-                    "of the M > 0 family), 3 random centred data sets per d.",
+    settings_source="Families and M from the paper (Sec. 7, appendix G: xi = half its pi/4 bound, b = 11). "
+                    "Ours: d = 3..5, m = 50, lambda = 4^-4..4^-8, loss < 1e-12 (so that ||theta||^2 resolves "
+                    "the 4e-4 gap of the M > 0 family), 3 random centred data sets per d.",
 )
 
 
-# -- appendix I: two opposite teachers ------------------------------------------------------------------------
+# -- appendix I: two opposite teachers -----------------------------------------------------------------------
 def _median_loss(cell) -> tuple[np.ndarray, np.ndarray]:
     ds = cell.results
     return np.median(ds["time"].values, axis=0), np.median(ds["loss"].values, axis=0)
@@ -422,7 +437,8 @@ def intermediate_plateau(time, loss, *, drop: float = 0.5, flat: float = 1.5, mi
         j = i
         while j + 1 < L.size and L[i:j + 2].max() <= flat * L[i:j + 2].min():
             j += 1
-        if j - i + 1 >= min_points and t[j] >= min_span * t[i] and np.median(L[i:j + 1]) >= later_drop * L[-1]:
+        long_enough = j - i + 1 >= min_points and t[j] >= min_span * t[i]
+        if long_enough and np.median(L[i:j + 1]) >= later_drop * L[-1]:
             return {"level": float(np.median(L[i:j + 1])), "t_start": float(t[i]), "t_end": float(t[j])}
     return None
 
@@ -440,15 +456,17 @@ def _two_teacher_claims(results):
     t, L = _median_loss(cell)
     found = intermediate_plateau(t, L)
     predicted = float(np.median([_weak_class_loss(d) for d in cell.data]))
-    rule = ("rule: the first run, after L < L(0)/2, of >= 3 consecutive checkpoints within a factor 1.5, over a "
-            "time ratio >= 1.3, at least 10x above the final loss")
+    rule = ("rule: the first run, after L < L(0)/2, of >= 3 consecutive checkpoints within a factor 1.5, "
+            "over a time ratio >= 1.3, at least 10x above the final loss")
     out = [compare(title, "prediction", "the median loss curve has an intermediate plateau (two saddles)",
                    1.0 if found else 0.0, ">=", 1.0,
-                   rule + (f"; found at t in [{found['t_start']:.3g}, {found['t_end']:.3g}]" if found else ""))]
+                   rule + (f"; found at t in [{found['t_start']:.3g}, {found['t_end']:.3g}]" if found
+                           else ""))]
     level = found["level"] / predicted if found else None
-    out.append(compare(title, "prediction", "plateau level / loss of the weaker teacher's class alone (within "
-                       "[0.5, 2])", level, ">=", 0.5, f"predicted level {predicted:.4g}"))
-    out.append(compare(title, "prediction", "plateau level / weaker class's loss (upper end)", level, "<=", 2.0))
+    statement = "plateau level / loss of the weaker teacher's class alone (within [0.5, 2])"
+    out.append(compare(title, "prediction", statement, level, ">=", 0.5, f"predicted level {predicted:.4g}"))
+    out.append(compare(title, "prediction", "plateau level / weaker class's loss (upper end)", level, "<=",
+                       2.0))
     tol = cell.config.stop.loss_tol or 1e-9
     out.append(compare(title, "prediction", "median final loss -> 0", float(L[-1]), "<", tol))
     return out
@@ -471,7 +489,8 @@ def _two_teacher_figure(results):
     ax.set_xlabel("time t")
     ax.set_ylabel("training loss")
     ax.grid(True, which="both", alpha=0.3)
-    finish(ax, f"two opposite teachers (norms 1, 3), d = {cell.config.data.d}, m = {cell.config.model.width}, "
+    finish(ax, f"two opposite teachers (norms 1, 3), d = {cell.config.data.d}, m = "
+               f"{cell.config.model.width}, "
                f"lambda = {cell.config.init_scale:.3g}, {cell.config.trials} trials")
     return fig
 
@@ -482,33 +501,34 @@ TWO_TEACHERS = Experiment(
     name="chistikov2023-two-teachers",
     paper="Chistikov, Englert, Lazic 2023 (NeurIPS), appendix I",
     systems=("S11",),
-    summary="Two opposite teacher neurons (norms 1 and 3), d = 16 with d points per teacher, m = 25, lambda = 4^-7, "
-            "15 trials, gradient flow: the loss drops twice (the flow passes two saddles); the intermediate plateau "
-            "sits at the loss of the weaker teacher's class.",
+    summary="Two opposite teacher neurons (norms 1 and 3), d = 16 with d points per teacher, m = 25, lambda "
+            "= 4^-7, 15 trials, gradient flow: the loss drops twice (the flow passes two saddles); the "
+            "intermediate plateau sits at the loss of the weaker teacher's class.",
     config=ExperimentConfig(
         model=NET.replace(width=25),
         data=TwoTeachers(d=16, norms=(1.0, 3.0)),
         loss=SQUARE,
-        method=GF,
+        method=GF.replace(rtol=1e-3),
         stop=STOP,
         init_scale=4.0**-7,
         trials=15,
         checkpoints=TWO_TEACHER_TIMES,
         kkt=False,
     ),
-    quick={"trials": 3, "method.rtol": 1e-3},
-    figures=(Figure("two_teachers_loss", "Training loss of every trial (grey) and their median (black); shaded: "
-                    "the detected intermediate plateau.", _two_teacher_figure),),
+    quick={"trials": 3},
+    figures=(Figure("two_teachers_loss",
+                    "Training loss of every trial (grey) and their median (black); shaded: the detected "
+                    "intermediate plateau.", _two_teacher_figure),),
     claims=_two_teacher_claims,
     settings_source="From the paper (appendix I): norms 1 and 3, d = 16, d points per teacher, m = 25, "
-                    "lambda = 4^-7, 15 trials, medians. Ours: the reading of 'opposite' (TwoTeachers), gradient "
-                    "flow, 90 log-spaced checkpoints, the plateau detection rule. Quick: 3 trials and rtol 1e-3 (the "
-                    "cost is the early phase, where negative neurons slide along a ReLU kink and the step size "
-                    "is proportional to rtol).",
+                    "lambda = 4^-7, 15 trials, medians. Ours: the reading of 'opposite' (TwoTeachers), "
+                    "gradient flow with rtol 1e-3 (the cost is the early phase, where negative neurons slide "
+                    "along a ReLU kink and the step size is proportional to rtol; rtol 1e-4 gives the same "
+                    "plateau level), 90 log-spaced checkpoints, the plateau detection rule. Quick: 3 trials.",
 )
 
 
-# -- Boursier et al. 2022: orthogonal inputs ------------------------------------------------------------------
+# -- Boursier et al. 2022: orthogonal inputs -----------------------------------------------------------------
 def _orthogonal_theorem(config):
     from implicitbias.theorems.chistikov import BoursierOrthogonal
 
@@ -516,8 +536,8 @@ def _orthogonal_theorem(config):
 
 
 def _orthogonal_figure(results):
-    from implicitbias.theorems.chistikov import BoursierOrthogonal
     from implicitbias.theorems.base import RunContext
+    from implicitbias.theorems.chistikov import BoursierOrthogonal
 
     fig, (left, right) = panels(2)
     for cell in results.cells:
@@ -550,12 +570,13 @@ ORTHOGONAL = Experiment(
     name="boursier2022-orthogonal",
     paper="Boursier, Pillaud-Vivien, Flammarion 2022 (NeurIPS), orthogonal inputs",
     systems=("S12",),
-    summary="Pairwise orthogonal inputs with labels of both signs, the two-layer ReLU network from a small balanced "
-            "init, gradient flow: the learned ||theta||^2 approaches the closed-form minimum 2 (||v+|| + ||v-||) as "
-            "lambda decreases (one neuron direction per label sign).",
+    summary="Pairwise orthogonal inputs with labels of both signs, the two-layer ReLU network from a small "
+            "balanced init, gradient flow: the learned ||theta||^2 approaches the closed-form minimum 2 "
+            "(||v+|| + ||v-||) as lambda decreases (one neuron direction per label sign), slowly: "
+            "polynomially in lambda.",
     config=ExperimentConfig(
         model=NET.replace(width=100),
-        data=Orthogonal(n=10, d=20, norm_min=0.5, norm_max=1.5),
+        data=Orthogonal(n=6, d=12, label_min=1.0, label_max=1.0),
         loss=SQUARE,
         method=GF,
         stop=Stop(loss_tol=1e-12, max_time=2e5),
@@ -565,12 +586,15 @@ ORTHOGONAL = Experiment(
         grid={"init_scale": [4.0**k for k in range(1, -11, -1)]},
     ),
     quick={"trials": 3, "model.width": 50, "grid": {"init_scale": [1.0, 4.0**-2, 4.0**-4, 4.0**-6, 4.0**-8]}},
-    figures=(Figure("orthogonal_min_norm", "Left: learned ||theta||^2 over the closed-form minimum, minus 1, against "
-                    "lambda (dots: runs; line: median). Right: loss curves at the smallest lambda.",
-                    _orthogonal_figure),),
+    figures=(Figure("orthogonal_min_norm",
+                    "Left: learned ||theta||^2 over the closed-form minimum, minus 1, against lambda (dots: "
+                    "runs; line: median). Right: loss curves at the smallest lambda.", _orthogonal_figure),),
     theorems=_orthogonal_theorem,
-    settings_source="Ours (the survey gives no numbers): n = 10 orthogonal inputs in d = 20 with norms in [0.5, 1.5], "
-                    "labels +-[0.5, 1] in balanced signs, m = 100, lambda = 4^1..4^-10, 5 trials, loss < 1e-12.",
+    settings_source="Ours (the survey gives no numbers): n = 6 orthonormal inputs in d = 12, labels +-1 in "
+                    "balanced signs (3 per sign: the excess norm then decays like lambda^0.37, see "
+                    "BoursierOrthogonal; with unequal labels the exponent can be much smaller), m = 100, "
+                    "lambda = 4^1..4^-10, 5 trials, loss < 1e-12. Quick: m = 50, 5 lambdas down to 4^-8, 3 "
+                    "trials.",
 )
 
 EXPERIMENTS = [FIG1, FIG2, MIN_NORM, TWO_TEACHERS, ORTHOGONAL]

@@ -111,21 +111,19 @@ class TwoLayer(Model):
         return jnp.dot(self.outer(theta, const), h)
 
     def predict(self, theta, const, X):
-        """f on every row of X (n, d), computed for the whole batch at once: Z^T = W X^T (m, n), the
-        activation, and the sum against the outer layer over the neurons (fused with the activation).
+        """f on every row of X (n, d) at once: Z^T = W X^T (m, n), the activation, and the product with the
+        outer layer, a^T phi(Z^T).  The same values as `apply` row by row, up to rounding.
 
-        The same values as `apply` row by row, up to rounding.  The (m, n) layout makes the compiled training
-        step transpose-free: the forward product takes W as stored and X^T as a transposed operand, and the
-        backward product dL/dW = (dL/dZ^T) X is a plain (m, n) x (n, d) product, also for a vmapped batch of
-        runs, whose W's stack into one (runs * m, d) matrix.
+        The layout keeps the compiled training step free of transposes and of large temporaries: the forward
+        product takes W as stored, the backward product dL/dW = (dL/dZ^T) X is a plain (m, n) x (n, d)
+        product, and in a vmapped batch of runs the W's stack into one (runs * m, d) matrix.
         """
         if jnp.ndim(X) != 2:
             return super().predict(theta, const, X)
         ZT = theta["W"] @ X.T
         if self.bias:
             ZT = ZT + theta["b"][:, None]
-        h = activation(self.activation, ZT, self.gamma)
-        return jnp.sum(h * self.outer(theta, const)[:, None], axis=0)
+        return self.outer(theta, const) @ activation(self.activation, ZT, self.gamma)
 
     def weight_matrices(self, theta, const):
         return {"W": theta["W"]}

@@ -114,7 +114,11 @@ def method_verdict(theorem: str, run) -> Verdict:
     if kind == "gf":
         return flag(theorem, "assumption", statement, True, "method = gf (adaptive, error-controlled)")
     return flag(theorem, "assumption", statement, None,
-                f"method = {kind}: GD with a small step approximates the flow; predictions are checked as for GF")
+                f"method = {kind}: GD with a small step approximates the flow; checked as for GF")
+
+
+#: the trend prediction of Theorem 7 (Figure 1)
+TREND = "as lambda decreases, the median max angle between active neurons decreases"
 
 
 # -- Theorem 7 ----------------------------------------------------------------------------------------------
@@ -141,7 +145,8 @@ class ChistikovTheorem7(Theorem):
         of every trial must be at most these.
     balancedness_gf_factor: along gradient flow a_j^2 - ||w_j||^2 is conserved exactly; the solver keeps each
         component's local error within about rtol of its size, so the bound on max_{j, t} |a_j^2 - ||w_j||^2|
-        is balancedness_gf_factor x rtol x max_t ||theta(t)||^2 (ours: an allowance for the solver). For GD, a step changes a_j^2 - ||w_j||^2 by
+        is balancedness_gf_factor x rtol x max_t ||theta(t)||^2 (ours: an allowance for the solver). For GD,
+        a step changes a_j^2 - ||w_j||^2 by
         eta^2 (g_a^2 - ||g_w||^2), at most eta^2 ||grad L||^2 in total per step, and the descent lemma sums
         eta ||grad L||^2 to about L(0) - L(end): the bound is balancedness_gd_factor x eta x L(0).
     max_data_angle: the largest angle between v* and an x_i assumed. The paper's proofs assume pi/4, its
@@ -172,8 +177,10 @@ class ChistikovTheorem7(Theorem):
 
     def _spanning(self, run) -> Verdict:
         reps = _trials(run)
-        eig = [float(np.linalg.eigvalsh(dataset_of(run, r).X.T @ dataset_of(run, r).X / dataset_of(run, r).n)[0])
-               for r in reps]
+        eig = []
+        for r in reps:
+            X = dataset_of(run, r).X
+            eig.append(float(np.linalg.eigvalsh(X.T @ X / X.shape[0])[0]))
         ds = dataset_of(run, reps[0])
         note = (f"n = {ds.n}, d = {ds.d} (n = d: the x_0 of the uncentred scheme defines v* only, see "
                 "TeacherNeuron); the paper: (1/n) X X^T positive definite")
@@ -208,8 +215,8 @@ class ChistikovTheorem7(Theorem):
             cos = ds.X @ v / (np.linalg.norm(ds.X, axis=1) * np.linalg.norm(v))
             worst.append(float(np.max(np.arccos(np.clip(cos, -1.0, 1.0)))))
         quarter = "holds" if np.nanmax(worst) < math.pi / 4 else "does not hold"
-        return over_runs(self.title, "assumption", "every angle between v* and an x_i < bound (rad)", worst, "<",
-                         self.max_data_angle, where="over the trials' data",
+        return over_runs(self.title, "assumption", "every angle between v* and an x_i < bound (rad)", worst,
+                         "<", self.max_data_angle, where="over the trials' data",
                          labels=[f"trial {trial_of(run, r)}" for r in reps],
                          note=f"the proofs' pi/4 bound {quarter} (largest angle {np.nanmax(worst):.4g} rad)")
 
@@ -241,9 +248,11 @@ class ChistikovTheorem7(Theorem):
             return compare(self.title, "prediction", "loss -> 0", None, "<", tol, "no run in the regime")
         labels = [f"{lab}, lambda {lam:.3g}" for lab, lam in zip(run_labels(run), lambdas(run.results))]
         status = np.asarray(run.results["status_name"].values).astype(str)
-        note = f"{int(np.sum(status == 'converged'))} of {status.size} runs of the cell reached loss < stop.loss_tol"
-        return over_runs(self.title, "prediction", f"loss -> 0: final loss < {tol:.3g} (lambda in the regime)",
-                         loss[keep], "<", tol, labels=[labels[i] for i in np.flatnonzero(keep)], note=note)
+        converged = int(np.sum(status == "converged"))
+        note = f"{converged} of {status.size} runs of the cell reached loss < stop.loss_tol"
+        statement = f"loss -> 0: final loss < {tol:.3g} (lambda in the regime)"
+        return over_runs(self.title, "prediction", statement, loss[keep], "<", tol,
+                         labels=[labels[i] for i in np.flatnonzero(keep)], note=note)
 
     def _angle_trend(self, run) -> list[Verdict]:
         angle = final(run.results, "max_angle")
@@ -257,14 +266,13 @@ class ChistikovTheorem7(Theorem):
 
             rho = float(scipy.stats.spearmanr(g, a).statistic)
             rises = int(np.sum(a[:-1] > a[1:] * (1.0 + self.noise)))  # a smaller lambda with a larger angle
-            out.append(compare(self.title, "prediction",
-                               "as lambda decreases, the median max angle between active neurons decreases "
-                               "(Spearman rank correlation of lambda and angle)", rho, ">=", self.spearman_min,
-                               f"{rises} of {g.size - 1} consecutive pairs rise by more than {self.noise:.0%} "
-                               f"as lambda decreases; median max angle (rad) by lambda: {table}"))
+            note = (f"{rises} of {g.size - 1} consecutive pairs rise by more than {self.noise:.0%} as lambda "
+                    f"decreases; median max angle (rad) by lambda: {table}")
+            out.append(compare(self.title, "prediction", TREND + " (Spearman rank correlation of lambda and "
+                               "angle)", rho, ">=", self.spearman_min, note))
         else:
-            out.append(compare(self.title, "prediction", "as lambda decreases, the median max angle decreases",
-                               None, ">=", self.spearman_min, f"fewer than 3 lambdas in the regime: {table}"))
+            out.append(compare(self.title, "prediction", TREND, None, ">=", self.spearman_min,
+                               f"fewer than 3 lambdas in the regime: {table}"))
         k = min(self.slope_window, g.size)
         gw, aw = g[:k], a[:k]
         ok = (aw > 0) & np.isfinite(aw)
@@ -284,10 +292,11 @@ class ChistikovTheorem7(Theorem):
         vn = np.array([v_star_norm(run, r) for r in at])
         if what == "W.nuclear":
             value, target, tol = final(res, "W.nuclear"), vn, self.nuclear_tol
-            statement = "||W||_* -> ||v*|| (= 1) at the smallest lambda: |‖W‖_* - ‖v*‖| / ‖v*‖"
+            statement = "||W||_* -> ||v*|| (= 1) at the smallest lambda: | ||W||_* - ||v*|| | / ||v*||"
         else:
             value, target, tol = theta_sq(res), 2.0 * vn, self.theta_tol
-            statement = "||theta||^2 -> 2 ||v*|| (= 2) at the smallest lambda: |‖θ‖² - 2‖v*‖| / (2‖v*‖)"
+            statement = ("||theta||^2 -> 2 ||v*|| (= 2) at the smallest lambda: | ||theta||^2 - 2||v*|| | / "
+                         "(2||v*||)")
         if value is None:
             return compare(self.title, "prediction", statement, None, "<=", tol, "not recorded")
         gap = np.abs(value[at] - target) / target
@@ -306,8 +315,8 @@ class ChistikovTheorem7(Theorem):
             rtol = _method_field(run, "rtol", 1e-6)
             size = np.nanmax(curve(run.results, "param_norm") ** 2, axis=1)
             bound = self.balancedness_gf_factor * rtol * size
-            note = (f"gradient flow: conserved exactly; bound {self.balancedness_gf_factor:g} x rtol ({rtol:g}) x "
-                    "max_t ||theta||^2 (the solver's allowance)")
+            note = (f"gradient flow: conserved exactly; bound {self.balancedness_gf_factor:g} x rtol "
+                    f"({rtol:g}) x max_t ||theta||^2 (the solver's allowance)")
         else:
             l0 = curve(run.results, "loss")[:, 0]
             lr = np.array([method_lr(run, r) or math.nan for r in range(n_runs(run))])
@@ -336,7 +345,8 @@ def _min_norm_cached(xbytes: bytes, ybytes: bytes, n: int) -> float:
     return min_norm_relu_interpolator(X, y).theta_sq_norm
 
 
-def chistikov_reference(X, v_star, y, *, m_exact_max_d: int = 6, min_norm_max_n: int = 6, seed: int = 0) -> dict:
+def chistikov_reference(X, v_star, y, *, m_exact_max_d: int = 6, min_norm_max_n: int = 6,
+                        seed: int = 0) -> dict:
     """The Sec. 7 measurements of one data set: the Z-matrix condition (max_{k != l} <chi_k, chi_l>), M
     (exactly, for d <= m_exact_max_d, else NaN), the convex minimum ||theta||^2 over interpolators (for
     n <= min_norm_max_n, else NaN) and the rank-1 value 2 ||v*||. Cached per data set."""
@@ -423,64 +433,78 @@ class ChistikovTheorem8(Theorem):
             if not all(ok):
                 break
             M = self._ref(run, r)["M"]
-            out.append(compare(self.title, "assumption", self._label(run, r, "M != 0 (the excluded threshold): |M|"),
-                               abs(M) if np.isfinite(M) else None, ">", self.m_zero_tol,
+            statement = self._label(run, r, "M != 0 (the excluded threshold): |M|")
+            out.append(compare(self.title, "assumption", statement, abs(M) if np.isfinite(M) else None, ">",
+                               self.m_zero_tol,
                                "" if np.isfinite(M) else f"M not computed for d > {self.m_exact_max_d}"))
         return out
 
     def predictions(self, run) -> list[Verdict]:
         out = []
-        learned = theta_sq(run.results)
-        lam = lambdas(run.results)
         for r in _trials(run):
             ds = dataset_of(run, r)
-            if ds.n != ds.d:
-                continue
-            ref = self._ref(run, r)
-            M, mn, r1 = ref["M"], ref["min_norm"], ref["rank_one"]
-            znote = f"max_(k!=l) <chi_k, chi_l> = {ref['z_max_offdiag']:.4g}"
-            if ref["z_holds"]:
-                out.append(compare(self.title, "prediction", self._label(run, r, "Z-matrix condition holds => M < 0"),
-                                   M, "<", 0.0, znote + ("" if np.isfinite(M) else "; M not computed")))
-            else:
-                out.append(compare(self.title, "prediction", self._label(
-                    run, r, "Z-matrix condition (sufficient for M < 0)"), None, "<", 0.0,
-                    znote + f" > 0: the condition does not hold, no prediction; M = {M:.4g}"))
-            sign = -1 if (np.isfinite(M) and M < 0) or (not np.isfinite(M) and ref["z_holds"]) else (
-                1 if np.isfinite(M) and M > 0 else 0)
-            note = f"M = {M:.4g}, convex min ||theta||^2 = {mn:.8g}, rank-1 2||v*|| = {r1:.8g}"
-            if sign < 0:
-                out.append(compare(self.title, "prediction", self._label(
-                    run, r, "M < 0 => min-norm interpolators are rank-1: |min ||theta||^2 - 2||v*||| / 2||v*||"),
-                    abs(mn - r1) / r1, "<=", self.norm_tol, note))
-            elif sign > 0:
-                out.append(compare(self.title, "prediction", self._label(
-                    run, r, "M > 0 => rank-1 is not min-norm: (2||v*|| - min ||theta||^2) / 2||v*||"),
-                    1.0 - mn / r1, ">=", self.norm_tol, note))
-            else:
-                out.append(compare(self.title, "prediction", self._label(run, r, "sign of M decides min-norm"),
-                                   None, "<=", self.norm_tol, note + "; sign of M unknown"))
-            runs = np.flatnonzero((lam == lam.min()) & np.array([trial_of(run, k) == trial_of(run, r)
-                                                                 for k in range(n_runs(run))]))
-            if learned is None or runs.size == 0:
-                continue
-            value = float(learned[runs[0]])
-            out.append(compare(self.title, "prediction", self._label(
-                run, r, "learned ||theta||^2 at the smallest lambda -> 2||v*|| (rank-1, Theorem 7): relative gap"),
-                abs(value - r1) / r1, "<=", self.learned_tol, f"learned {value:.8g} at lambda {lam.min():.3g}"))
-            if sign > 0 and np.isfinite(mn):
-                out.append(compare(self.title, "prediction", self._label(
-                    run, r, "M > 0 => GF does not find a min-norm interpolator: (learned - min ||theta||^2) / min"),
-                    value / mn - 1.0, ">=", self.norm_tol, f"learned {value:.8g}, min {mn:.8g}"))
+            if ds.n == ds.d:
+                out.extend(self._dataset_predictions(run, r))
+        return out
+
+    def _dataset_predictions(self, run, r) -> list[Verdict]:
+        ref = self._ref(run, r)
+        M, mn, r1 = ref["M"], ref["min_norm"], ref["rank_one"]
+        out = []
+
+        def add(statement, measured, relation, bound, note=""):
+            out.append(compare(self.title, "prediction", self._label(run, r, statement), measured, relation,
+                               bound, note))
+
+        znote = f"max_(k!=l) <chi_k, chi_l> = {ref['z_max_offdiag']:.4g}"
+        if ref["z_holds"]:
+            add("Z-matrix condition holds => M < 0", M, "<", 0.0,
+                znote + ("" if np.isfinite(M) else "; M not computed"))
+        else:
+            add("Z-matrix condition (sufficient for M < 0)", None, "<", 0.0,
+                znote + f" > 0: the condition does not hold, no prediction; M = {M:.4g}")
+        known = np.isfinite(M)
+        sign = -1 if (known and M < 0) or (not known and ref["z_holds"]) else (1 if known and M > 0 else 0)
+        note = f"M = {M:.4g}, convex min ||theta||^2 = {mn:.8g}, rank-1 2||v*|| = {r1:.8g}"
+        if sign < 0:
+            add("M < 0 => min-norm interpolators are rank-1: |min ||theta||^2 - 2||v*||| / 2||v*||",
+                abs(mn - r1) / r1, "<=", self.norm_tol, note)
+        elif sign > 0:
+            add("M > 0 => rank-1 is not min-norm: (2||v*|| - min ||theta||^2) / 2||v*||", 1.0 - mn / r1, ">=",
+                self.norm_tol, note)
+        else:
+            add("sign of M decides min-norm", None, "<=", self.norm_tol, note + "; sign of M unknown")
+        learned = theta_sq(run.results)
+        lam = lambdas(run.results)
+        same = np.array([trial_of(run, k) == trial_of(run, r) for k in range(n_runs(run))])
+        runs = np.flatnonzero((lam == lam.min()) & same)
+        if learned is None or runs.size == 0:
+            return out
+        value = float(learned[runs[0]])
+        add("learned ||theta||^2 at the smallest lambda -> 2||v*|| (rank-1, Theorem 7): relative gap",
+            abs(value - r1) / r1, "<=", self.learned_tol, f"learned {value:.8g} at lambda {lam.min():.3g}")
+        if sign > 0 and np.isfinite(mn):
+            add("M > 0 => GF does not find a min-norm interpolator: (learned - min ||theta||^2) / min",
+                value / mn - 1.0, ">=", self.norm_tol, f"learned {value:.8g}, min {mn:.8g}")
         return out
 
 
-# -- Boursier et al. 2022: orthogonal inputs ------------------------------------------------------------------
+# -- Boursier et al. 2022: orthogonal inputs -----------------------------------------------------------------
 class BoursierOrthogonal(Theorem):
     """Boursier, Pillaud-Vivien & Flammarion 2022 (S12): on pairwise orthogonal inputs, gradient flow on a
     two-layer ReLU network (both layers trained, square loss) from a small init converges to a minimum-norm
     interpolator, whose ||theta||^2 has the closed form 2 (||v_+|| + ||v_-||),
     v_+- = sum_{+-y_i > 0} |y_i| x_i / ||x_i||^2.
+
+    Coverage at init (our reading of the mechanism; SCIENCE.md does not restate the paper's assumptions): on
+    orthogonal data a neuron's gradient has no component along an input outside its active half-space, so a
+    neuron never gains new points; the group of neurons whose initial active set covers a whole sign class
+    grows fastest (rate ||(1/n) sum y_i x_i|| over the class) and fits it first, and the other neurons stop
+    at a size ~ lambda^(1 - r) (r < 1 their relative growth rate). So the minimum norm is approached only if
+    some positive (negative) neuron is active at init on every input with y_i > 0 (< 0), and only
+    polynomially in lambda: the excess ||theta||^2 decays like lambda^(2 (1 - r)) (for k unit labels of one
+    sign and unit inputs r = sqrt((k - 1)/k)). The coverage is checked on the init recomputed from each run's
+    seed and lambda.
 
     Checked on a cell whose batch runs over lambda (init_scale) x trials. Fields:
     orth_tol: max_{i != j} |cos angle(x_i, x_j)| allowed for "orthogonal".
@@ -504,11 +528,37 @@ class BoursierOrthogonal(Theorem):
             C = np.abs(X @ X.T) / np.outer(nx, nx)
             worst.append(float(np.max(C - np.diag(np.diag(C)), initial=0.0)))
         return [
-            over_runs(self.title, "assumption", "inputs pairwise orthogonal: max_(i!=j) |cos angle(x_i, x_j)|",
+            over_runs(self.title, "assumption", "inputs pairwise orthogonal: max_(i!=j) |cos(x_i, x_j)|",
                       worst, "<=", self.orth_tol, where="over the trials' data"),
             relu_net_verdict(self.title, run, balanced=False),
             method_verdict(self.title, run),
+            self._coverage(run),
         ]
+
+    def _coverage(self, run) -> Verdict:
+        import jax
+
+        statement = ("coverage at init: some neuron with a_j > 0 (a_j < 0) is active on every input with "
+                     "y_i > 0 (y_i < 0)")
+        model = model_of(run)
+        if model is None or "seed" not in run.results.coords:
+            return flag(self.title, "assumption", statement, None, "the init cannot be recomputed")
+        missing, seen = [], set()
+        for r in range(n_runs(run)):
+            ds = dataset_of(run, r)
+            seed = int(np.asarray(run.results["seed"].values).reshape(-1)[r])
+            if (seed, trial_of(run, r)) in seen:  # the pattern does not depend on lambda
+                continue
+            seen.add((seed, trial_of(run, r)))
+            theta, const = model.init(jax.random.PRNGKey(seed), ds.d, 1.0)
+            W, a = np.asarray(theta["W"]), np.asarray(model.outer(theta, const))
+            active = ds.X @ W.T > 0
+            for sign in (1, -1):
+                rows = sign * ds.y > 0
+                if rows.any() and not np.any((sign * a > 0) & active[rows].all(axis=0)):
+                    missing.append(f"seed {seed} (sign {sign:+d})")
+        return flag(self.title, "assumption", statement, not missing,
+                    "holds on every run" if not missing else "not covered: " + ", ".join(missing[:6]))
 
     def min_norms(self, run) -> np.ndarray:
         """The closed-form minimum ||theta||^2 of every run's data."""
@@ -527,25 +577,27 @@ class BoursierOrthogonal(Theorem):
     def predictions(self, run) -> list[Verdict]:
         res = run.results
         tol = loss_tolerance(run, self.loss_tol)
-        out = [over_runs(self.title, "prediction", f"loss -> 0: final loss < {tol:.3g}", final(res, "loss"), "<",
-                         tol, labels=run_labels(run))]
+        out = [over_runs(self.title, "prediction", f"loss -> 0: final loss < {tol:.3g}", final(res, "loss"),
+                         "<", tol, labels=run_labels(run))]
         try:
             mins = self.min_norms(run)
         except ValueError as exc:
-            return out + [compare(self.title, "prediction", "learned ||theta||^2 -> 2 (||v_+|| + ||v_-||)", None,
-                                  "<=", self.norm_tol, str(exc))]
+            return out + [compare(self.title, "prediction", "learned ||theta||^2 -> 2 (||v_+|| + ||v_-||)",
+                                  None, "<=", self.norm_tol, str(exc))]
         gap = (theta_sq(res) - mins) / mins
         lam = lambdas(res)
         at = np.flatnonzero(lam == lam.min())
+        statement = ("learned ||theta||^2 -> closed-form min 2 (||v_+|| + ||v_-||): relative gap at the "
+                     "smallest lambda")
         out.append(over_runs(
-            self.title, "prediction", "learned ||theta||^2 -> closed-form min 2 (||v_+|| + ||v_-||): relative gap "
-            "at the smallest lambda", gap[at], "<=", self.norm_tol, where=f"at lambda = {lam.min():.3g}",
+            self.title, "prediction", statement, gap[at], "<=", self.norm_tol,
+            where=f"at lambda = {lam.min():.3g}",
             labels=[f"run {r}, trial {trial_of(run, r)}" for r in at],
             run_notes=[f"learned {theta_sq(res)[r]:.6g}, min {mins[r]:.6g}" for r in at]))
         grid, med = by_lambda(res, gap)
         if grid.size >= 2:
-            out.append(compare(self.title, "prediction", "the gap shrinks as lambda decreases: median gap at the "
-                               "smallest lambda below that at the largest", med[0], "<", med[-1],
+            statement = "the gap shrinks as lambda decreases: median gap, smallest lambda < largest lambda"
+            out.append(compare(self.title, "prediction", statement, med[0], "<", med[-1],
                                "median relative gap by lambda: "
                                + ", ".join(f"{g:.3g}: {m:.3g}" for g, m in zip(grid, med))))
         return out
