@@ -20,6 +20,8 @@ from implicitbias.theorems.chistikov import (
 )
 
 NET = TwoLayer(width=20, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
+#: Theorem 7 read as in the paper's experiments (angles up to pi/2, the redraw rule of TeacherNeuron)
+T7_EXTENDED = ChistikovTheorem7(max_data_angle=math.pi / 2)
 
 
 # -- data families ----------------------------------------------------------------------------------------
@@ -105,32 +107,36 @@ def _outcomes(verdicts):
 def test_theorem7_verdicts_follow_the_measurements():
     data = [TeacherNeuron(d=4).generate(1000 * t) for t in range(2)]
     lams = [4.0**-k for k in range(1, 8)]
-    good = ChistikovTheorem7().check(_ctx(_fake_results(lams, 2, lambda x: 0.3 * x), data))
+    good = T7_EXTENDED.check(_ctx(_fake_results(lams, 2, lambda x: 0.3 * x), data))
     assert all(v.outcome == "holds" for v in good if v.kind == "prediction"), [v.line() for v in good]
     assert all(v.outcome in ("holds", "not_evaluated") for v in good if v.kind == "assumption")
     # angles rising as lambda decreases: the trend and the slope fail
-    bad = ChistikovTheorem7().check(_ctx(_fake_results(lams, 2, lambda x: 0.3 / x), data))
+    bad = T7_EXTENDED.check(_ctx(_fake_results(lams, 2, lambda x: 0.3 / x), data))
     fails = [v.statement for v in bad if v.outcome == "fails"]
     assert any("decreases" in s for s in fails) and any("slope" in s for s in fails)
     # loss not small and nuclear norm far from 1
     fake = _fake_results(lams, 2, lambda x: x, loss=1e-3, nuclear_gap=0.1)
-    bad = ChistikovTheorem7().check(_ctx(fake, data))
+    bad = T7_EXTENDED.check(_ctx(fake, data))
     fails = " ".join(v.statement for v in bad if v.outcome == "fails")
     assert "loss -> 0" in fails and "||W||_*" in fails and "||theta||^2" in fails
     # a model without the balanced init: assumption fails, predictions become outside_scope
     other = TwoLayer(width=20, activation="relu", train_outer=True, init_scheme="gaussian")
-    v = ChistikovTheorem7().check(_ctx(_fake_results(lams, 2, lambda x: x), data, model=other))
+    v = T7_EXTENDED.check(_ctx(_fake_results(lams, 2, lambda x: x), data, model=other))
     assert any(x.kind == "assumption" and x.outcome == "fails" for x in v)
     assert {x.outcome for x in v if x.kind == "prediction"} <= {"outside_scope", "not_evaluated"}
+    # the proofs' pi/4 bound (the default) fails on centred d = 4 data: predictions outside scope, not failed
+    v = ChistikovTheorem7().check(_ctx(_fake_results(lams, 2, lambda x: 0.3 / x), data))
+    assert any(x.outcome == "fails" and "angle between v*" in x.statement for x in v)
+    assert not any(x.outcome == "fails" for x in v if x.kind == "prediction")
 
 
 def test_theorem7_balancedness_bound_for_gd_scales_with_lr_and_initial_loss():
     data = [TeacherNeuron(d=4).generate(0)]
     lams = [4.0**-k for k in range(1, 6)]
-    ok = ChistikovTheorem7().check(_ctx(_fake_results(lams, 1, lambda x: x, bal=1e-4), data, method="gd"))
+    ok = T7_EXTENDED.check(_ctx(_fake_results(lams, 1, lambda x: x, bal=1e-4), data, method="gd"))
     # 1e-4 > 2 x 0.01 x L(0) = 2e-12 with the fake L(0) = 1e-10
     assert [v for v in ok if "balancedness" in v.statement][0].outcome == "fails"
-    gf = ChistikovTheorem7().check(_ctx(_fake_results(lams, 1, lambda x: x, bal=1e-4), data))
+    gf = T7_EXTENDED.check(_ctx(_fake_results(lams, 1, lambda x: x, bal=1e-4), data))
     assert [v for v in gf if "balancedness" in v.statement][0].outcome == "fails"
 
 
@@ -180,6 +186,14 @@ def test_gradient_flow_small_teacher_neuron_run():
     angle = ds["max_angle"].values[:, -1]
     assert angle[0] > angle[1] > angle[2] > 0
     cfg = {"model": NET.model_dump(), "method": method.model_dump(), "stop": stop.model_dump()}
-    verdicts = ChistikovTheorem7(slope_window=2, small_lambda_max=0.1).check(
+    verdicts = ChistikovTheorem7(slope_window=2, small_lambda_max=0.1, max_data_angle=math.pi / 2).check(
         RunContext(data=data, results=ds, config=cfg, model=NET, method=method))
     assert all(v.outcome != "fails" for v in verdicts), [v.line() for v in verdicts]
+
+
+def test_theorem8_learned_norm_is_outside_scope_beyond_the_proofs_angle():
+    data = [TeacherNeuron(d=3).generate(2000)]  # largest angle between v* and an x_i ~ 1.5 rad > pi/4
+    ds = _fake_results([4.0**-4, 4.0**-6], 1, lambda x: x, nuclear_gap=0.0)
+    ds["param_norm"] = ds["param_norm"] * 0 + math.sqrt(2.1)  # not the rank-1 value
+    out = [v for v in ChistikovTheorem8().check(_ctx(ds, data)) if "learned" in v.statement]
+    assert out and all(v.outcome == "outside_scope" for v in out), [v.line() for v in out]
