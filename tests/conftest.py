@@ -2,9 +2,10 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import implicitbias  # noqa: E402,F401  (enables float64)
 import jax  # noqa: E402
 import pytest  # noqa: E402
+
+import implicitbias  # noqa: E402,F401  (enables float64)
 
 
 @pytest.fixture

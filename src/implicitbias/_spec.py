@@ -8,9 +8,8 @@ the field, the value that was given and what is allowed.
 
 from __future__ import annotations
 
-from typing import Any
-
 import contextvars
+from typing import Any
 
 import pydantic
 

@@ -13,7 +13,7 @@ from implicitbias.experiments.figures import curves, finish, panels
 from implicitbias.losses import Loss
 from implicitbias.models import TwoLayer
 from implicitbias.theorems.base import compare
-from implicitbias.training.methods import GD, SGD, GradientFlow
+from implicitbias.training.methods import GD, SGD
 from implicitbias.training.stopping import Stop
 
 LOGISTIC = Loss(name="logistic")
@@ -97,6 +97,8 @@ FIG1 = Experiment(
                     "init 1/50 of Glorot; right, several init scales at the largest d.", _fig1),),
     theorems=_frei42,
     claims=_fig1_claims,
+    runtime_quick="63 s on this 2-core machine, measured with other jobs running",
+    runtime_full="not measured (est. tens of minutes: 4 x d up to 30000, m = 512, 3000 GD steps)",
     settings_source="n = 100, GMM with ||mu|| = d^0.26, lr 0.01 (left) and 0.16 (right), init 50x below "
                     "Glorot-uniform (left): from SCIENCE.md S2 (secondary sources, unconfirmed against the "
                     "paper's Appendix F). m = 512 (as the paper's CIFAR network), gamma = 0.1, 3000 steps: ours.",
@@ -161,6 +163,8 @@ FIG2 = Experiment(
     figures=(Figure("fig2_stable_rank_accuracy", "Left: stable rank of W over SGD steps for Glorot-uniform "
                     "and 50x smaller uniform init. Right: train and test accuracy.", _fig2),),
     claims=_fig2_claims,
+    runtime_quick="37 s on this 2-core machine, measured with other jobs running",
+    runtime_full="not measured (est. a few minutes: 2 x 10^5 SGD steps, m = 512)",
     settings_source="m = 512, ReLU with biases, SGD, Glorot-uniform vs 50x smaller: from the paper (Sec. 5). "
                     "Data set, lr 0.01, batch 32 and 10^5 steps: ours (the paper: CIFAR-10, 10^6 steps).",
 )
@@ -223,6 +227,8 @@ KKT = Experiment(
     figures=(Figure("kkt_convergence", "Along gradient flow and GD (x axis: time t = lr k): KKT residual, margin "
                     "spread, sigma_3/sigma_1 and the normalised margin.", _kkt_figure),),
     theorems=_frei32,
+    runtime_quick="57 s on this 2-core machine, measured with other jobs running",
+    runtime_full="not measured",
     settings_source="Ours: n and d chosen so that the Theorem 3.2 condition holds on the drawn data "
                     "(printed as an assumption check); gamma = 0.9; x_i ~ N(0, I_d / d). Plain GD (full variant "
                     "only) approaches the KKT point like 1/log t, so its residual after 10^6 steps is still "
@@ -276,6 +282,8 @@ XOR = Experiment(
                     "linear rule sign <W^T a, x> on test points.", _xor_figure),),
     theorems=_frei34,
     claims=_xor_claims,
+    runtime_quick="31 s on this 2-core machine, measured with other jobs running",
+    runtime_full="not measured",
     settings_source="Ours: ||mu_1|| = ||mu_2|| = d^0.26, d >> n^2 so that the Theorem 3.2 condition holds "
                     "(checked as Theorem 3.4's assumption). The asymptotic KKT predictions of Theorem 3.2 are "
                     "checked in frei2023-kkt; here the claims are the fit, the 50% test accuracy and the linear rule.",
@@ -328,6 +336,8 @@ KOU = Experiment(
     figures=(Figure("kou_rates", "Kou et al.'s predictions over GD time: stable rank, ||W||_F (log t growth), "
                     "loss (1/t decay) and margin spread.", _kou_figure),),
     theorems=_kou,
+    runtime_quick="41 s on this 2-core machine, measured with other jobs running",
+    runtime_full="not measured (10^6 GD steps x 2 activations)",
     settings_source="Ours: n = 20, d = 20000, m = 50 per sign (width 100), lr 1, 10^6 steps; the review gives "
                     "no numeric settings.",
 )

@@ -87,7 +87,7 @@ class Recorder:
         X, y = np.asarray(X), np.asarray(y)
         stat, comp = np.full(n_runs, np.nan), np.full(n_runs, np.nan)
         for r in range(n_runs):
-            take = lambda tree: jax.tree_util.tree_map(lambda a: a[r], tree)
+            take = lambda tree, r=r: jax.tree_util.tree_map(lambda a: a[r], tree)
             mparams = {k: v[r] for k, v in hp.items() if k.startswith("model.")}
             Xr, yr = (X[r], y[r]) if X.ndim == 3 else (X, y)
             res = M.kkt_residual(self._f, take(theta), Xr, yr, model.homogeneity, args=(take(const), mparams))

@@ -18,7 +18,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from implicitbias._spec import ConfigError
 from implicitbias.losses import Loss
 from implicitbias.models.base import Model
 from implicitbias.training import checkpoints as _checkpoints
@@ -94,7 +93,6 @@ def train(
     datasets = list(data) if isinstance(data, Sequence) else [data]
     validate_inputs(model, datasets, loss, method, stop)
     hp, overrides = build_batch(model, method, seed, init_scale, batch, n_data=len(datasets))
-    n_runs = len(hp["seed"])
     grid = _checkpoints.resolve(
         checkpoints, is_flow=method.is_flow, max_steps=stop.max_steps, max_time=stop.max_time,
         first_time=getattr(method, "dt0", 0.01),
