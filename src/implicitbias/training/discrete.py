@@ -93,7 +93,12 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
             step, fail_step = s["ints"][_STEP], s["ints"][_FAIL]
             Xb, yb = batch(hp, step, X, y)
             L, g = value_and_grad(s["theta"], Xb, yb)
-            bad = ~jnp.isfinite(L) | (L > limit_loss) | ~jnp.isfinite(tree_norm(g))
+            gnorm = tree_norm(g)
+            # a step longer than divergence_factor x max(||theta||, 1) is numerically divergent too: with the
+            # logistic loss on separable data an absurd lr can send the loss to 0 by a blow-up of ||theta||
+            step_len = hp["lr"] * gnorm / (L if normalized else 1.0)
+            blowup = step_len > stop.divergence_factor * jnp.maximum(tree_norm(s["theta"]), 1.0)
+            bad = ~jnp.isfinite(L) | (L > limit_loss) | ~jnp.isfinite(gnorm) | blowup
             done = (L < stop.loss_tol) if check_tol else jnp.asarray(False)
             if normalized:
                 g = jax.tree_util.tree_map(lambda u: u / L, g)

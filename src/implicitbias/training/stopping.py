@@ -3,7 +3,8 @@
 A run stops when the training loss falls below `loss_tol`, after `max_steps` optimiser steps
 (discrete methods) or at time `max_time` (t = lr * k for discrete methods, physical time for
 gradient flow).  A run whose loss becomes non-finite or grows by more than `divergence_factor`
-over its initial value is stopped at its last finite state and reported as diverged.
+over its initial value, or whose step is longer than `divergence_factor` x max(||theta||, 1), is
+stopped at its last finite state and reported as diverged.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def failure_message(status: Status, step: int, time: float, loss_before: float, 
         )
         return (
             f"diverged at step {step} (t = {time:g}): the loss became non-finite or exceeded "
-            f"divergence_factor x its initial value (last finite loss {loss_before:.6g}); {hint}"
+            f"divergence_factor x its initial value, or the step exceeded divergence_factor x max(||theta||, 1) "
+            f"(last finite loss {loss_before:.6g}); {hint}"
         )
     if status == Status.SOLVER_FAILED:
         return (
