@@ -180,8 +180,8 @@ FIG1 = Experiment(
                     "init_scale": [4.0**-4, 4.0**-6, 4.0**-8, 4.0**-10]}},
     figures=(Figure("fig1_max_angle",
                     "Median (over trials) of the largest angle between active neurons at the end of training "
-                    "against lambda, one curve per d; left centred, right uncentred data; the dotted line "
-                    "has slope 1.", _fig1),),
+                    "against lambda, one curve per d (dashed: the neurons carrying weight); left centred, "
+                    "right uncentred data; the dotted line has slope 1.", _fig1),),
     theorems=_theorem7(),
     claims=_fig1_claims,
     tables=_fig1_tables,
