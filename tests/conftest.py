@@ -1,6 +1,8 @@
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# no persistent compilation cache in tests: xdist workers would share one cache directory
+os.environ["IMPLICITBIAS_JAX_CACHE"] = "0"
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

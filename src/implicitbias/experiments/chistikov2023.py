@@ -170,7 +170,7 @@ FIG1 = Experiment(
         method=GF,
         stop=STOP,
         trials=5,
-        checkpoints=40,
+        checkpoints=30,
         kkt=False,
         grid={"data.scheme": ["centred", "uncentred"], "data.d": [4, 16, 64, 256, 1024],
               "init_scale": LAMBDAS},
@@ -189,7 +189,7 @@ FIG1 = Experiment(
                     "Unif{+-1}, lambda = 4^2..4^-13, d = 4..1024, n = d, centred (rho = 1) and uncentred "
                     "(rho = sqrt2 - 1) data, 5 trials, stop at loss < 1e-9 or 2e7 GD steps of lr 0.01 = time "
                     "2e5. Ours: gradient flow (RKC, rtol 1e-4, atol floor 1e-5 rms(theta(0)), atol_rel 1e-6) "
-                    "instead of GD; 40 log-spaced checkpoints. Quick: d = 4, m = 50, lambda = 4^-4..4^-10 in "
+                    "instead of GD; 30 log-spaced checkpoints. Quick: d = 4, m = 50, lambda = 4^-4..4^-10 in "
                     "steps of 4^2, 3 trials.",
 )
 
