@@ -74,7 +74,9 @@ def test_plateau_exit_time_on_synthetic_curves():
 
 
 # -- theorem verdicts on hand-built results ---------------------------------------------------------------
-def _fake_results(lams, trials, angle, *, loss=1e-10, nuclear_gap=1e-4, bal=1e-9):
+def _fake_results(lams, trials, angle, *, loss=1e-10, nuclear_gap=1e-4, bal=1e-9, data=None):
+    """Hand-built results over (lambda x trials); with `data`, final parameters of two balanced neurons at the
+    angle angle(lambda) next to v* (so the weighted max angle equals the recorded one)."""
     runs = [(lam, t) for t in range(trials) for lam in lams]
     lam = np.array([r[0] for r in runs])
     n = len(runs)
@@ -92,6 +94,14 @@ def _fake_results(lams, trials, angle, *, loss=1e-10, nuclear_gap=1e-4, bal=1e-9
         coords={"init_scale": ("run", lam), "trial": ("run", np.array([r[1] for r in runs])),
                 "seed": ("run", np.array([1000 * r[1] for r in runs]))},
     )
+    if data is not None:
+        W = np.zeros((n, 2, data[0].d))
+        for i, (_, t) in enumerate(runs):
+            v = data[t].info["v_star"] / np.linalg.norm(data[t].info["v_star"])
+            e = np.linalg.qr(np.stack([v, np.eye(v.size)[np.argmin(np.abs(v))]], axis=1))[0][:, 1]
+            W[i, 0], W[i, 1] = v, np.cos(a[i]) * v + np.sin(a[i]) * e
+        ds["theta.W"] = (("run", "theta.W_0", "theta.W_1"), W)
+        ds["theta.a"] = (("run", "theta.a_0"), np.ones((n, 2)))
     return ds
 
 
@@ -107,7 +117,7 @@ def _outcomes(verdicts):
 def test_theorem7_verdicts_follow_the_measurements():
     data = [TeacherNeuron(d=4).generate(1000 * t) for t in range(2)]
     lams = [4.0**-k for k in range(1, 8)]
-    good = T7_EXTENDED.check(_ctx(_fake_results(lams, 2, lambda x: 0.3 * x), data))
+    good = T7_EXTENDED.check(_ctx(_fake_results(lams, 2, lambda x: 0.3 * x, data=data), data))
     assert all(v.outcome == "holds" for v in good if v.kind == "prediction"), [v.line() for v in good]
     assert all(v.outcome in ("holds", "not_evaluated") for v in good if v.kind == "assumption")
     # angles rising as lambda decreases: the trend and the slope fail

@@ -60,6 +60,8 @@ def weighted_max_angles(results, datasets, rel: float = 1e-6) -> np.ndarray:
     """Per run, the max angle (rad) between the active neurons carrying weight at the final checkpoint:
     active on a training input and |a_j| ||w_j|| >= rel x sum_k |a_k| ||w_k||. `datasets[r]` is run r's
     training data; angles are 2 atan2(||u - v||, ||u + v||) of the unit vectors (accurate at 1e-8 rad)."""
+    if "theta.W" not in results.data_vars or "theta.a" not in results.data_vars:
+        return np.full(results.sizes["run"], np.nan)
     W_all = np.asarray(results["theta.W"].values, dtype=np.float64)
     a_all = np.asarray(results["theta.a"].values, dtype=np.float64)
     out = np.zeros(W_all.shape[0])
