@@ -110,14 +110,14 @@ def _fig1(results):
             ok = med > 0
             ax.plot(lam[ok], med[ok], "--", color=line.get_color(), lw=0.9)
         if med[0] > 0:
-            ax.plot(lam, lam * med[0] / lam[0], "k:", lw=0.8, label="slope 1")
+            ax.plot(lam, 0.3 * lam * med[0] / lam[0], "k:", lw=0.8, label="slope 1")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("initialisation scale lambda")
-        ax.set_ylabel("median max angle between active neurons (rad)")
+        ax.set_ylabel("median max angle (rad)")
         ax.grid(True, which="both", alpha=0.3)
         finish(ax, f"{scheme} data, m = {cells[0].config.model.width}, {cells[0].config.trials} trials, "
-                   f"{cells[0].config.method.kind}; dashed: neurons carrying weight")
+                   f"{cells[0].config.method.kind}\nsolid: active neurons; dashed: those carrying weight")
     return fig
 
 
