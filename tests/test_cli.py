@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from implicitbias._spec import ConfigError
 from implicitbias.cli import main
 from implicitbias.experiments import catalog
 from implicitbias.experiments.runner import load_results
@@ -117,3 +118,15 @@ def test_main_job_report_renders_every_figure_in_chromium(quick_runs, tmp_path_f
     assert code == 0
     result = render_check(out / "report.html")
     assert result["count"] >= 1 and result["all_rendered"], result
+
+
+def test_a_rejected_override_leaves_the_catalog_unchanged():
+    # regression: the quick variant's nested `parts` dict was aliased and mutated by a later --set
+    from implicitbias.experiments import get
+
+    exp = get("frei2023-fig1")
+    before = exp.resolve(quick=True).model_dump()
+    with pytest.raises(ConfigError):
+        exp.resolve(quick=True, overrides={"method.lr": "fast"})
+    exp.resolve(quick=True, overrides={"method.lr": 0.5})
+    assert exp.resolve(quick=True).model_dump() == before

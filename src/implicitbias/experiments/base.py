@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -44,8 +45,9 @@ class Experiment:
     def resolve(self, quick: bool = False, overrides: dict[str, Any] | None = None,
                 seed: int | None = None) -> ExperimentConfig:
         """The config a run uses: full or quick, then user overrides, then the seed (validated)."""
-        changes = dict(self.quick) if quick else {}
-        changes.update(overrides or {})
+        # deep copies: an override's nested dicts (e.g. `parts`) must never alias the catalog's
+        changes = copy.deepcopy(self.quick) if quick else {}
+        changes.update(copy.deepcopy(overrides or {}))
         if seed is not None:
             changes["seed"] = seed
         return with_overrides(self.config, changes) if changes else self.config

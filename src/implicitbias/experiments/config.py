@@ -11,6 +11,7 @@ the Cartesian product of the axes (times `trials`, each trial with fresh data an
 
 from __future__ import annotations
 
+import copy
 import itertools
 from typing import Any, Literal
 
@@ -113,7 +114,7 @@ def with_overrides(config: ExperimentConfig, overrides: dict[str, Any]) -> Exper
     tree = config.model_dump()
     order = sorted(overrides, key=lambda p: not p.endswith((".kind", ".name")))
     for path in order:
-        value = overrides[path]
+        value = copy.deepcopy(overrides[path])
         if path.startswith("grid.") and path != "grid.":
             # one grid axis, e.g. grid.data.d=[4,16,64] (axis names contain dots themselves)
             axis = path[len("grid."):]
