@@ -39,6 +39,10 @@ class ExperimentConfig(Spec):
     seed: int = pydantic.Field(0, ge=0)
     init_scale: float = pydantic.Field(1.0, ge=0.0)
     trials: int = pydantic.Field(1, ge=1)
+    #: the trials of a cell in one batched call (True) or one call each (False); None: batched for
+    #: GD/SGD (fixed steps: members advance in lockstep at no cost), one call each for gradient flow
+    #: (adaptive steps: a batch advances at the pace of its slowest member)
+    batch_trials: bool | None = None
     grid: dict[str, list[Any]] = pydantic.Field(default_factory=dict)
     reference: Literal["none", "svm"] = "none"
     kkt: bool = True
@@ -83,6 +87,9 @@ class ExperimentConfig(Spec):
             return [{"part": name, **cell} for name in self.parts for cell in self.part(name).cells()]
         axes = [(k, v) for k, v in self.grid.items() if not self.is_batch_axis(k)]
         return [dict(zip([k for k, _ in axes], combo)) for combo in itertools.product(*[v for _, v in axes])]
+
+    def trials_batched(self) -> bool:
+        return (not self.method.is_flow) if self.batch_trials is None else self.batch_trials
 
     def batch_runs(self) -> list[dict[str, Any]]:
         """The runs of one cell: the product of the batch axes."""

@@ -58,11 +58,11 @@ def cell_datasets(config: ExperimentConfig) -> list:
     return [make_dataset(config.data, config.seed + TRIAL_STRIDE * t) for t in range(config.trials)]
 
 
-def _batch(config: ExperimentConfig, runs: list[dict]) -> tuple[dict, list[int]]:
-    """Batch lists for `train` (product of batch axes, times trials) and the trial of each run."""
+def _batch(config: ExperimentConfig, runs: list[dict], which: list[int]) -> tuple[dict, list[int]]:
+    """Batch lists for `train` (product of batch axes, times the given trials) and the trial of each run."""
     batch: dict[str, list] = {}
     trials = []
-    for t in range(config.trials):
+    for t in which:
         for run in runs:
             trials.append(t)
             batch.setdefault("seed", []).append(int(run.get("seed", config.seed)) + TRIAL_STRIDE * t)
@@ -77,7 +77,7 @@ def _reference(config: ExperimentConfig, datasets: list, trials: list[int]):
         return None
     from implicitbias.reference import max_margin_svm
 
-    refs = [max_margin_svm(ds.X, ds.y).w for ds in datasets]
+    refs = {t: max_margin_svm(datasets[t].X, datasets[t].y).w for t in sorted(set(trials))}
     return np.stack([refs[t] for t in trials])
 
 
@@ -89,13 +89,40 @@ def run_cell(index: int, values: dict, config: ExperimentConfig, progress: bool,
     datasets = cell_datasets(config)
     path = cache_dir / f"cell_{index:03d}.nc" if cache_dir else None
     key = cell_key(config)
-    if path is not None and path.exists():
-        cached = store.load(path)
-        if cached.attrs.get("cell_key") == key:
-            return Cell(index, values, config, cached, datasets)
+    cached = _load_cached(path, key)
+    if cached is not None:
+        return Cell(index, values, config, cached, datasets)
     runs = config.batch_runs()
-    batch, trials = _batch(config, runs)
-    data = [datasets[t] for t in trials] if config.trials > 1 else datasets[0]
+    if config.trials_batched() or config.trials == 1:
+        ds = _train_trials(config, runs, datasets, list(range(config.trials)), progress)
+    else:
+        # one call per trial, each saved at once so that an interrupted cell resumes after its last trial
+        parts = []
+        for t in range(config.trials):
+            part_path = path.with_name(f"{path.stem}.trial_{t:03d}.nc") if path is not None else None
+            part = _load_cached(part_path, key)
+            if part is None:
+                part = _train_trials(config, runs, datasets, [t], progress)
+                _raise_if_failed(part)
+                if part_path is not None:
+                    part.attrs["cell_key"] = key
+                    _save(part, part_path)
+            parts.append(part)
+        ds = concat_runs(parts)
+    ds.attrs.update(cell_key=key, cell=json.dumps(values), cell_index=index)
+    _raise_if_failed(ds)
+    if path is not None:
+        _save(ds, path)
+        for t in range(config.trials):
+            path.with_name(f"{path.stem}.trial_{t:03d}.nc").unlink(missing_ok=True)
+    return Cell(index, values, config, ds, datasets)
+
+
+def _train_trials(config: ExperimentConfig, runs: list[dict], datasets: list, which: list[int],
+                  progress: bool) -> xr.Dataset:
+    """One compiled, batched `train` call over the runs of the given trials."""
+    batch, trials = _batch(config, runs, which)
+    data = [datasets[t] for t in trials] if len(which) > 1 else datasets[which[0]]
     reference = _reference(config, datasets, trials)
     ds = train(
         config.model, data, config.loss, config.method, stop=config.stop, seed=config.seed,
@@ -106,15 +133,45 @@ def run_cell(index: int, values: dict, config: ExperimentConfig, progress: bool,
     ds = ds.assign_coords(trial=("run", np.asarray(trials)))
     if reference is not None:
         ds["reference"] = (("run", "reference_0"), reference)
-    ds.attrs.update(cell_key=key, cell=json.dumps(values), cell_index=index)
+    return ds
+
+
+def concat_runs(parts: list[xr.Dataset]) -> xr.Dataset:
+    """The results of separate calls as one Dataset over their runs.  A call whose members all stopped
+    before the last checkpoint recorded fewer checkpoints; its last row is repeated, which is exactly
+    what it would have recorded (a stopped member no longer changes)."""
+    n = max(p.sizes["checkpoint"] for p in parts)
+    longest = next(p for p in parts if p.sizes["checkpoint"] == n)
+    padded = []
+    for p in parts:
+        k = p.sizes["checkpoint"]
+        p = p.isel(checkpoint=np.minimum(np.arange(n), k - 1)).assign_coords(
+            checkpoint=np.arange(n), target=("checkpoint", longest["target"].values))
+        padded.append(p)
+    ds = xr.concat(padded, dim="run", data_vars="minimal", coords="minimal", compat="override",
+                   combine_attrs="override")
+    ds = ds.assign_coords(run=np.arange(ds.sizes["run"]))
+    ds.attrs["wall_time_s"] = float(sum(p.attrs.get("wall_time_s", 0.0) for p in parts))
+    return ds
+
+
+def _load_cached(path: Path | None, key: str) -> xr.Dataset | None:
+    if path is None or not path.exists():
+        return None
+    cached = store.load(path)
+    return cached if cached.attrs.get("cell_key") == key else None
+
+
+def _save(ds: xr.Dataset, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    store.save(ds, path)
+
+
+def _raise_if_failed(ds: xr.Dataset) -> None:
+    names = ds.status_name.values.tolist()
     failed = [m for m in ds.message.values if m]
-    if failed and ds.status_name.values.tolist().count("diverged") + ds.status_name.values.tolist().count(
-            "solver_failed"):
+    if failed and names.count("diverged") + names.count("solver_failed"):
         raise RunFailed(f"{len(failed)} of {ds.sizes['run']} runs failed; first: {failed[0]}")
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        store.save(ds, path)
-    return Cell(index, values, config, ds, datasets)
 
 
 def run_experiment(experiment: Experiment, config: ExperimentConfig, *, progress: bool = False,
