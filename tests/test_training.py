@@ -164,3 +164,35 @@ def test_gd_far_above_two_over_beta_reports_divergence_with_its_step():
     assert 0 < ds.fail_step.values[0] < 500
     assert f"step {ds.fail_step.values[0]}" in ds.message.values[0] and "method.lr" in ds.message.values[0]
     assert np.all(np.isfinite(ds.loss.values)) and np.all(np.isfinite(ds["theta.w"].values))
+
+
+def test_gradient_flow_batch_goes_on_with_its_running_members_only(monkeypatch):
+    # members with a large init converge early; the rest go on as a batch of 2^k, with the same results
+    import importlib
+
+    from implicitbias.data import TeacherNeuron
+
+    train_module = importlib.import_module("implicitbias.training.train")
+
+    data = TeacherNeuron(d=3, scheme="centred").generate(seed=0)
+    model = TwoLayer(width=12, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
+    kwargs = dict(method=GradientFlow(solver="rkc", rtol=1e-6), stop=Stop(loss_tol=1e-6, max_time=300.0),
+                  batch={"init_scale": [0.5] * 4 + [0.01] * 4, "seed": list(range(8))}, checkpoints=12, kkt=False)
+    sizes = []
+    real = train_module._Active._shrink
+
+    def spy(self, carry):
+        real(self, carry)
+        if self.sub is not None:
+            sizes.append(jax_size(self.sub[0]))
+
+    monkeypatch.setattr(train_module._Active, "_shrink", spy)
+    compact = train(model, data, Loss(name="square"), **kwargs)
+    assert sizes and min(sizes) < 8, "the batch shrank"
+    full = train(model, data, Loss(name="square"), compact=False, **kwargs)
+    for name in ("loss", "max_angle", "time", "grad_evals", "step", "theta.W", "theta.a", "status"):
+        np.testing.assert_allclose(compact[name].values, full[name].values, rtol=1e-9, atol=1e-14, err_msg=name)
+
+
+def jax_size(carry):
+    return np.asarray(carry["status"]).shape[0]

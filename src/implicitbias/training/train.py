@@ -72,6 +72,7 @@ def train(
     keep_trajectory: bool = False,
     progress: bool = False,
     config: Mapping[str, Any] | None = None,
+    compact: bool = True,
 ):
     """Train one run or a batch of runs and return their results as an `xarray.Dataset`.
 
@@ -86,6 +87,9 @@ def train(
     keep_trajectory: also store the parameters at every checkpoint (`trajectory.theta.<name>`), so
         every recorded metric can be recomputed; final parameters are always stored.
     kkt: record the KKT residual of S10 for homogeneous classification models.
+    compact: for gradient flow, once at most half of the batch is still running, go on with the running
+        members only (in batches of 2^k, each size compiled once): a vmapped adaptive solver advances at
+        the pace of its slowest member and computes every member at every step.
     """
     loss = loss or default_loss(data if not isinstance(data, Sequence) else data[0])
     method = method or GD()
@@ -116,8 +120,9 @@ def train(
     carry, const = init(hp_j, X, y, theta0)
     rows, kkt_rows, ticks, trajectory = [], [], [], []
     bar = _progress_bar(len(grid), progress)
+    active = _Active(carry, hp_j, const, X, y, batched, enabled=compact and method.is_flow)
     for target in grid:
-        carry = advance(carry, target, hp_j, const, X, y)
+        carry = active.advance(advance, carry, target)
         rows.append(jax.device_get(record(hp_j, carry["theta"], const, X, y, Xt, yt, ref)))
         rows[-1] = {**rows[-1], **_clock(carry, hp, method)}
         kkt_rows.append(recorder.kkt_host(hp, carry["theta"], const, X, y) if kkt else {})
@@ -148,6 +153,46 @@ def train(
         config=config or {"model": model.model_dump(), "loss": loss.model_dump(),
                           "method": method.model_dump(), "stop": stop.model_dump()},
     )
+
+
+class _Active:
+    """The members of a batch that still run, advanced as a smaller batch once few are left."""
+
+    def __init__(self, carry, hp, const, X, y, batched: bool, enabled: bool):
+        self.index = np.arange(len(np.asarray(carry["status"])))  # positions of the running members
+        self.sub = None  # (carry, hp, const, X, y) of the running members, once compacted
+        self.args = (hp, const, X, y)
+        self.batched = batched
+        self.enabled = enabled
+
+    def advance(self, advance, carry, target):
+        if self.sub is None:
+            carry = advance(carry, target, *self.args)
+        else:
+            sub_carry, hp, const, X, y = self.sub
+            sub_carry = advance(sub_carry, target, hp, const, X, y)
+            self.sub = (sub_carry, hp, const, X, y)
+            idx = jnp.asarray(self.index)
+            carry = jax.tree_util.tree_map(lambda full, part: full.at[idx].set(part[: len(idx)]), carry, sub_carry)
+        if self.enabled:
+            self._shrink(carry)
+        return carry
+
+    def _shrink(self, carry) -> None:
+        status = np.asarray(carry["status"])
+        running = np.flatnonzero(status == Status.RUNNING)
+        size = 1 << max(len(running) - 1, 0).bit_length()  # the next power of two >= the running members
+        current = len(status) if self.sub is None else jax.tree_util.tree_leaves(self.sub[0])[0].shape[0]
+        if not len(running) or size > current // 2:
+            return
+        # pad with stopped members (an advance leaves them unchanged); only the running ones are copied back
+        stopped = np.setdiff1d(np.arange(len(status)), running)
+        members = jnp.asarray(np.concatenate([running, stopped[: size - len(running)]]))
+        take = lambda tree: jax.tree_util.tree_map(lambda a: a[members], tree)
+        hp, const, X, y = self.args
+        X_sub, y_sub = (take(X), take(y)) if self.batched else (X, y)
+        self.sub = (take(carry), take(hp), take(const), X_sub, y_sub)
+        self.index = running
 
 
 def _clock(carry, hp, method) -> dict[str, np.ndarray]:
