@@ -166,7 +166,7 @@ def test_gd_far_above_two_over_beta_reports_divergence_with_its_step():
     assert np.all(np.isfinite(ds.loss.values)) and np.all(np.isfinite(ds["theta.w"].values))
 
 
-def test_gradient_flow_batch_goes_on_with_its_running_members_only(monkeypatch):
+def test_gradient_flow_batch_goes_on_with_its_running_members_only_in_groups(monkeypatch):
     # members with a large init converge early; the rest go on as a batch of 2^k, with the same results
     import importlib
 
@@ -179,20 +179,18 @@ def test_gradient_flow_batch_goes_on_with_its_running_members_only(monkeypatch):
     kwargs = dict(method=GradientFlow(solver="rkc", rtol=1e-6), stop=Stop(loss_tol=1e-6, max_time=300.0),
                   batch={"init_scale": [0.5] * 4 + [0.01] * 4, "seed": list(range(8))}, checkpoints=12, kkt=False)
     sizes = []
-    real = train_module._Active._shrink
+    real = train_module._Active._regroup
 
-    def spy(self, carry):
-        real(self, carry)
-        if self.sub is not None:
-            sizes.append(jax_size(self.sub[0]))
+    def spy(self, carry, steps):
+        real(self, carry, steps)
+        if self.groups is not None:
+            sizes.append([len(members) for members, _, _ in self.groups])
 
-    monkeypatch.setattr(train_module._Active, "_shrink", spy)
+    monkeypatch.setattr(train_module._Active, "_regroup", spy)
     compact = train(model, data, Loss(name="square"), **kwargs)
-    assert sizes and min(sizes) < 8, "the batch shrank"
+    assert sizes and sum(sizes[-1]) < 8, "only the running members go on"
     full = train(model, data, Loss(name="square"), compact=False, **kwargs)
     for name in ("loss", "max_angle", "time", "grad_evals", "step", "theta.W", "theta.a", "status"):
-        np.testing.assert_allclose(compact[name].values, full[name].values, rtol=1e-9, atol=1e-14, err_msg=name)
-
-
-def jax_size(carry):
-    return np.asarray(carry["status"]).shape[0]
+        # equal up to the last bits of batch-size-dependent arithmetic, carried through the adaptive steps
+        # (the largest difference: the loss at an early stop, 5e-7 relative, as the stop time moves a little)
+        np.testing.assert_allclose(compact[name].values, full[name].values, rtol=1e-6, atol=1e-12, err_msg=name)

@@ -87,9 +87,9 @@ def train(
     keep_trajectory: also store the parameters at every checkpoint (`trajectory.theta.<name>`), so
         every recorded metric can be recomputed; final parameters are always stored.
     kkt: record the KKT residual of S10 for homogeneous classification models.
-    compact: for gradient flow, once at most half of the batch is still running, go on with the running
-        members only (in batches of 2^k, each size compiled once): a vmapped adaptive solver advances at
-        the pace of its slowest member and computes every member at every step.
+    compact: for gradient flow, advance only the members still running, in groups of similar pace
+        (batches of 2^k, each size compiled once): a vmapped adaptive solver advances at the pace of its
+        slowest member and computes every member at every step.
     """
     loss = loss or default_loss(data if not isinstance(data, Sequence) else data[0])
     method = method or GD()
@@ -156,43 +156,76 @@ def train(
 
 
 class _Active:
-    """The members of a batch that still run, advanced as a smaller batch once few are left."""
+    """Advances the members of a batch that still run, in groups that move at similar paces.
+
+    A vmapped adaptive solver computes every member at every step until its slowest member is done,
+    so one member that needs 10^5 steps makes the whole batch pay for them.  After every chunk the
+    running members are sorted by the steps they took in it and split into groups (batches of 2^k,
+    so that few shapes are compiled) that minimise sum(group size x steps of its slowest member);
+    stopped members are not advanced again.  Each member computes exactly what it would in the
+    full batch."""
+
+    #: fixed cost of one more group (a call, its dummy members), in member-steps
+    GROUP_COST = 50
 
     def __init__(self, carry, hp, const, X, y, batched: bool, enabled: bool):
-        self.index = np.arange(len(np.asarray(carry["status"])))  # positions of the running members
-        self.sub = None  # (carry, hp, const, X, y) of the running members, once compacted
         self.args = (hp, const, X, y)
         self.batched = batched
         self.enabled = enabled
+        self.groups = None  # None: the whole batch as one call; else [(members, n_real, args)]
 
     def advance(self, advance, carry, target):
-        if self.sub is None:
+        before = np.asarray(carry["step"])
+        if self.groups is None:
             carry = advance(carry, target, *self.args)
         else:
-            sub_carry, hp, const, X, y = self.sub
-            sub_carry = advance(sub_carry, target, hp, const, X, y)
-            self.sub = (sub_carry, hp, const, X, y)
-            idx = jnp.asarray(self.index)
-            carry = jax.tree_util.tree_map(lambda full, part: full.at[idx].set(part[: len(idx)]), carry, sub_carry)
+            for members, n_real, args in self.groups:
+                part = advance(_take(carry, members), target, *args)
+                carry = _put(carry, members[:n_real], _take(part, np.arange(n_real)))
         if self.enabled:
-            self._shrink(carry)
+            self._regroup(carry, np.asarray(carry["step"]) - before)
         return carry
 
-    def _shrink(self, carry) -> None:
+    def _regroup(self, carry, steps) -> None:
         status = np.asarray(carry["status"])
         running = np.flatnonzero(status == Status.RUNNING)
-        size = 1 << max(len(running) - 1, 0).bit_length()  # the next power of two >= the running members
-        current = len(status) if self.sub is None else jax.tree_util.tree_leaves(self.sub[0])[0].shape[0]
-        if not len(running) or size > current // 2:
+        order = running[np.argsort(-steps[running], kind="stable")]
+        work = np.maximum(steps[order], 1).astype(float)
+        # best[i]: cheapest split of the i slowest members; a group j..i-1 costs 2^ceil(log2(i-j)) * work[j]
+        k = len(order)
+        best, cut = np.zeros(k + 1), np.zeros(k + 1, dtype=int)
+        for i in range(1, k + 1):
+            costs = [best[j] + _pow2(i - j) * work[j] + self.GROUP_COST for j in range(i)]
+            cut[i] = int(np.argmin(costs))
+            best[i] = costs[cut[i]]
+        bounds, i = [], k
+        while i > 0:
+            bounds.append((cut[i], i))
+            i = cut[i]
+        if len(bounds) == 1 and k == len(status):
+            self.groups = None  # everyone runs, at one pace: the whole batch
             return
-        # pad with stopped members (an advance leaves them unchanged); only the running ones are copied back
-        stopped = np.setdiff1d(np.arange(len(status)), running)
-        members = jnp.asarray(np.concatenate([running, stopped[: size - len(running)]]))
-        take = lambda tree: jax.tree_util.tree_map(lambda a: a[members], tree)
         hp, const, X, y = self.args
-        X_sub, y_sub = (take(X), take(y)) if self.batched else (X, y)
-        self.sub = (take(carry), take(hp), take(const), X_sub, y_sub)
-        self.index = running
+        self.groups = []
+        for j, i in reversed(bounds):
+            real = order[j:i]
+            members = np.concatenate([real, np.repeat(real[-1:], _pow2(len(real)) - len(real))])
+            X_g, y_g = (_take(X, members), _take(y, members)) if self.batched else (X, y)
+            self.groups.append((members, len(real), (_take(hp, members), _take(const, members), X_g, y_g)))
+
+
+def _take(tree, index):
+    index = jnp.asarray(index)
+    return jax.tree_util.tree_map(lambda a: a[index], tree)
+
+
+def _put(tree, index, part):
+    index = jnp.asarray(index)
+    return jax.tree_util.tree_map(lambda a, p: a.at[index].set(p), tree, part)
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
 
 
 def _clock(carry, hp, method) -> dict[str, np.ndarray]:
