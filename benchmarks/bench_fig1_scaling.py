@@ -1,16 +1,16 @@
 """Cost of the full `chistikov2023-fig1` grid by d: measured runs, and a projection for the larger d.
 
-The grid is 2 schemes x 5 d x 5 trials batched calls of the 16 lambdas.  A batched gradient-flow call
-costs (number of batched vector-field evaluations) x (cost of one batched evaluation): the first is
-about the same for every d (it is set by the dynamics: plateau, alignment, the exponential tail, and
-measured per call in `results.nc`), the second grows like n d m = d^2 m.  So:
+The grid is 2 schemes x 5 d x 5 trials calls, each over the 16 lambdas.  The training advances the
+running members in groups of similar pace, so a call costs about (gradient evaluations of all its
+members) x (cost of one member's evaluation) + a fixed part (compilation, solver overhead).  The
+evaluations are set by the dynamics (plateau, alignment, exponential tail) and change little with d
+(measured per member in `results.nc`); the cost of one evaluation grows like n d m = d^2 m.  So:
 
-1. time one batched evaluation (the gradient of the 16 members, vmapped and jitted, exactly the
-   function the solver calls) at every d, as a ratio to the smallest d, measured in this run;
-2. read the measured wall time of finished calls (`--runs DIR ...`, results of `implicitbias run
-   chistikov2023-fig1 ...`) and the gradient evaluations of their members;
-3. project the wall time of one call and of the 10 calls of a column at every d from the measured
-   calls at the largest measured d, scaled by the ratio of step 1.
+1. time one member's gradient evaluation (jitted, the function the solver calls) at every d;
+2. read the measured wall time and the members' gradient evaluations of finished calls (`--runs DIR
+   ...`, results of `implicitbias run chistikov2023-fig1 ...`);
+3. project a column at every d: (mean evaluations of a call at the largest measured d) x (cost of an
+   evaluation at d), plus the measured fixed part; where a column was measured, print the measurement.
 
     python benchmarks/bench_fig1_scaling.py --runs runs/fig1-d64 runs/fig1-d256-t0
 """
@@ -18,6 +18,7 @@ measured per call in `results.nc`), the second grows like n d m = d^2 m.  So:
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import time
 
@@ -27,15 +28,17 @@ import numpy as np
 from implicitbias.data import make_dataset
 from implicitbias.experiments import get
 from implicitbias.experiments.runner import load_results
+from implicitbias.storage import results as store
+from implicitbias.storage.results import config_of
 from implicitbias.training.problem import Problem
 
 DIMS = (4, 16, 64, 256, 1024)
 CALLS_PER_D = 10  # 2 schemes x 5 trials
 
 
-def batched_gradient_seconds(d: int, repeats: int = 5) -> float:
+def gradient_seconds(d: int, members: int = 1, repeats: int = 5) -> float:
     config = get("chistikov2023-fig1").config
-    lambdas = config.grid["init_scale"]
+    lambdas = config.grid["init_scale"][:members]
     data = make_dataset(config.data.replace(d=d), 0)
     problem = Problem(config.model, config.loss)
     hp = {"seed": np.arange(len(lambdas)), "init_scale": np.asarray(lambdas)}
@@ -64,18 +67,21 @@ def batched_gradient_seconds(d: int, repeats: int = 5) -> float:
 
 
 def measured_calls(paths: list[str]) -> dict[int, list[tuple[float, int]]]:
-    """{d: [(wall seconds, max gradient evaluations of a member) per call]} from finished runs."""
+    """{d: [(wall seconds, gradient evaluations of all members) per call]} from finished runs: each run
+    directory's `results.nc`, or, for a run still going, its finished cells and trials in `cells/`."""
     out: dict[int, list[tuple[float, int]]] = {}
     for path in paths:
-        results = load_results(os.path.join(path, "results.nc"), with_data=False)
-        for cell in results.cells:
-            ds = cell.results
-            d = int(cell.config.data.d)
-            # one call per trial: the cell's wall time is the sum over its calls
-            trials = int(ds.trial.max()) + 1
-            for t in range(trials):
+        if os.path.exists(os.path.join(path, "results.nc")):
+            cells = [c.results for c in load_results(os.path.join(path, "results.nc"), with_data=False).cells]
+        else:
+            cells = [store.load(f) for f in sorted(glob.glob(os.path.join(path, "cells", "cell_*.nc")))]
+        for ds in cells:
+            d = int(config_of(ds)["data"]["d"])
+            # one call per trial: the wall time of a cell is the sum over its calls
+            trials = np.unique(ds.trial.values)
+            for t in trials:
                 evals = ds["grad_evals"].values[ds.trial.values == t, -1]
-                out.setdefault(d, []).append((float(ds.attrs["wall_time_s"]) / trials, int(evals.max())))
+                out.setdefault(d, []).append((float(ds.attrs["wall_time_s"]) / len(trials), int(evals.sum())))
     return out
 
 
@@ -86,32 +92,34 @@ def main() -> None:
     args = parser.parse_args()
     dims = [int(x) for x in args.dims.split(",")]
     print(f"load average {os.getloadavg()[0]:.2f}; jax {jax.__version__}, {jax.devices()[0].platform}")
-    cost = {d: batched_gradient_seconds(d) for d in dims}
+    cost = {d: gradient_seconds(d) for d in dims}
     base = dims[0]
-    print("\none batched evaluation (16 members: gradient of the risk, vmapped, jitted)")
+    print("\none member's gradient evaluation (jitted)")
     for d in dims:
-        print(f"  d = {d:5d}: {cost[d] * 1e3:10.3f} ms   ratio to d = {base}: {cost[d] / cost[base]:9.1f}")
+        print(f"  d = {d:5d}: {cost[d] * 1e3:10.4f} ms   ratio to d = {base}: {cost[d] / cost[base]:9.1f}")
     calls = measured_calls(args.runs)
     if not calls:
         return
     print("\nmeasured calls (one trial: 16 lambdas)")
+    fixed = {}
     for d, rows in sorted(calls.items()):
-        walls = [w for w, _ in rows]
-        evals = [e for _, e in rows]
-        print(f"  d = {d:5d}: {len(rows)} calls, wall per call median {np.median(walls):8.1f} s "
-              f"(max {max(walls):.1f} s), max evaluations of a member median {int(np.median(evals))}")
+        walls = np.array([w for w, _ in rows])
+        evals = np.array([e for _, e in rows])
+        # wall = fixed + evaluations x cost(d): the part not explained by the evaluations
+        fixed[d] = float(np.mean(walls - evals * cost[d]))
+        print(f"  d = {d:5d}: {len(rows)} calls, wall per call mean {walls.mean():7.1f} s (max {walls.max():.1f} s), "
+              f"member evaluations per call mean {int(evals.mean())}; evaluations x cost = "
+              f"{np.mean(evals * cost[d]):.1f} s, the rest {fixed[d]:.1f} s")
     ref = max(calls)
-    ref_wall = float(np.mean([w for w, _ in calls[ref]]))
-    print(f"\nprojection from the measured calls at d = {ref} (mean {ref_wall:.1f} s per call), scaled by the "
-          "cost of one batched evaluation:")
+    ref_evals = float(np.mean([e for _, e in calls[ref]]))
+    print(f"\nprojection: {int(ref_evals)} member evaluations per call (mean at d = {ref}) x the cost of an "
+          f"evaluation at d, plus {fixed[ref]:.0f} s a call (the rest at d = {ref}):")
     total = 0.0
     for d in dims:
         if d in calls and len(calls[d]) >= CALLS_PER_D:
-            column = sum(w for w, _ in calls[d])
-            how = "measured"
+            column, how = sum(w for w, _ in calls[d]), "measured"
         else:
-            column = CALLS_PER_D * ref_wall * max(cost[d] / cost[ref], 1.0 if d >= ref else 0.0)
-            how = "projected"
+            column, how = CALLS_PER_D * (ref_evals * cost[d] + fixed[ref]), "projected"
         total += column
         print(f"  d = {d:5d}: one call {column / CALLS_PER_D / 60:8.1f} min, column of {CALLS_PER_D} calls "
               f"{column / 3600:7.2f} h ({how})")
