@@ -159,7 +159,7 @@ FIG1 = Experiment(
             "from a balanced init of scale lambda, trained by gradient flow to loss < 1e-9 or t = 2e5: the "
             "largest angle between active neurons at the end of training decreases with lambda, about "
             "proportionally. One curve per d, centred and uncentred data (medians over 5 trials), all "
-            "lambdas of a cell in one batched call. Also shown: the max angle between the active neurons that "
+            "lambdas of a trial in one batched call. Also shown: the max angle between the active neurons that "
             "carry weight (|a_j| ||w_j|| >= 1e-6 of the total): a neuron can stay active at size ~ lambda "
             "without aligning (it vanishes as lambda -> 0), and such neurons set the recorded max angle in many "
             "trials.",
@@ -186,8 +186,10 @@ FIG1 = Experiment(
     claims=_fig1_claims,
     tables=_fig1_tables,
     runtime_quick="~35-45 s (2 busy cores, cold compile cache)",
-    runtime_full="per (scheme, d) cell of 80 runs: d = 4 ~2 min, d = 16 ~21 min (2 shared cores); d = 64, 256, "
-                 "1024 projected at roughly 1, 8 and 30+ hours per cell",
+    runtime_full="d <= 64 columns (480 runs): 21 min measured here (`--set \"grid.data.d=[4,16,64]\"`, with "
+                 "other jobs on the 2 cores); d = 256: one call (16 lambdas) 6.7 min measured, the column (10 "
+                 "calls) projected at ~2.2 h; d = 1024 projected at ~2 h a call, ~21 h the column "
+                 "(benchmarks/bench_fig1_scaling.py)",
     settings_source="All from the paper (Sec. 8): m = 200, balanced init z_j ~ N(0, I/(dm)), s_j ~ "
                     "Unif{+-1}, lambda = 4^2..4^-13, d = 4..1024, n = d, centred (rho = 1) and uncentred "
                     "(rho = sqrt2 - 1) data, 5 trials, stop at loss < 1e-9 or 2e7 GD steps of lr 0.01 = time "
