@@ -185,7 +185,7 @@ FIG1 = Experiment(
     theorems=_theorem7(),
     claims=_fig1_claims,
     tables=_fig1_tables,
-    runtime_quick="~35-45 s (2 busy cores, cold compile cache)",
+    runtime_quick="39 s (idle 2-core machine, cold compile cache)",
     runtime_full="d <= 64 columns (480 runs): 21 min measured here (`--set \"grid.data.d=[4,16,64]\"`, with "
                  "other jobs on the 2 cores); d = 256: one call (16 lambdas) 6.7 min measured, the column (10 "
                  "calls) projected at ~2.2 h; d = 1024 projected at ~2 h a call, ~21 h the column "
@@ -357,7 +357,7 @@ FIG2 = Experiment(
     theorems=_theorem7(small_lambda_max=4.0**-2),
     claims=_fig2_claims,
     tables=_fig2_tables,
-    runtime_quick="~30-50 s",
+    runtime_quick="58 s (idle 2-core machine, cold compile cache)",
     runtime_full="~7 min (GD: ~8e5 steps per run)",
     settings_source="From the paper (Sec. 8): d = 16, m = 200, centred data, lambda = 4^-2..4^-8, 64 N(0, I) "
                     "test inputs, GD with lr 0.01 until loss < 1e-9 or 2e7 steps. Ours: the single data set "
@@ -446,7 +446,7 @@ MIN_NORM = Experiment(
                     "smallest lambda, and the convex minimum over interpolators, with M.",
                     _min_norm_figure),),
     theorems=_theorem8,
-    runtime_quick="~30-40 s",
+    runtime_quick="41 s (idle 2-core machine, cold compile cache)",
     runtime_full="~2.5 min",
     settings_source="Families and M from the paper (Sec. 7, appendix G: xi = half its pi/4 bound, b = 11). "
                     "Ours: d = 3..5, m = 50, lambda = 4^-4..4^-8, loss < 1e-12 (so that ||theta||^2 resolves "
@@ -562,7 +562,7 @@ TWO_TEACHERS = Experiment(
                     "Training loss of every trial (grey) and their median (black); shaded: the detected "
                     "intermediate plateau.", _two_teacher_figure),),
     claims=_two_teacher_claims,
-    runtime_quick="~25-45 s",
+    runtime_quick="21 s (idle 2-core machine, cold compile cache)",
     runtime_full="~1 min",
     settings_source="From the paper (appendix I): norms 1 and 3, d = 16, d points per teacher, m = 25, "
                     "lambda = 4^-7, 15 trials, medians. Ours: the reading of 'opposite' (TwoTeachers), "
@@ -634,7 +634,7 @@ ORTHOGONAL = Experiment(
                     "Left: learned ||theta||^2 over the closed-form minimum, minus 1, against lambda (dots: "
                     "runs; line: median). Right: loss curves at the smallest lambda.", _orthogonal_figure),),
     theorems=_orthogonal_theorem,
-    runtime_quick="~35-50 s",
+    runtime_quick="46 s (idle 2-core machine, cold compile cache)",
     runtime_full="~40 s",
     settings_source="Ours (the survey gives no numbers): n = 6 orthonormal inputs in d = 12, labels +-1 in "
                     "balanced signs (3 per sign: the excess norm then decays like lambda^0.37, see "

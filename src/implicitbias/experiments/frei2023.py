@@ -228,7 +228,7 @@ KKT = Experiment(
     figures=(Figure("kkt_convergence", "Along gradient flow and GD (x axis: time t = lr k): KKT residual, margin "
                     "spread, sigma_3/sigma_1 and the normalised margin.", _kkt_figure),),
     theorems=_frei32,
-    runtime_quick="57 s on this 2-core machine, measured with other jobs running",
+    runtime_quick="46 s (idle 2-core machine, cold compile cache)",
     runtime_full="22 min (GF to s = 3000 in the loss clock, 5 10^4 normalised GD and 10^5 GD steps at d = 40000; "
                  "measured here with two other jobs on the 2 cores)",
     settings_source="Ours: n and d chosen so that the Theorem 3.2 condition holds on the drawn data "
