@@ -99,7 +99,7 @@ def run_cell(index: int, values: dict, config: ExperimentConfig, progress: bool,
         # one call per trial, each saved at once so that an interrupted cell resumes after its last trial
         parts = []
         for t in range(config.trials):
-            part_path = path.with_name(f"{path.stem}.trial_{t:03d}.nc") if path is not None else None
+            part_path = _trial_path(path, t) if path is not None else None
             part = _load_cached(part_path, key)
             if part is None:
                 part = _train_trials(config, runs, datasets, [t], progress)
@@ -114,7 +114,7 @@ def run_cell(index: int, values: dict, config: ExperimentConfig, progress: bool,
     if path is not None:
         _save(ds, path)
         for t in range(config.trials):
-            path.with_name(f"{path.stem}.trial_{t:03d}.nc").unlink(missing_ok=True)
+            _trial_path(path, t).unlink(missing_ok=True)
     return Cell(index, values, config, ds, datasets)
 
 
@@ -153,6 +153,11 @@ def concat_runs(parts: list[xr.Dataset]) -> xr.Dataset:
     ds = ds.assign_coords(run=np.arange(ds.sizes["run"]))
     ds.attrs["wall_time_s"] = float(sum(p.attrs.get("wall_time_s", 0.0) for p in parts))
     return ds
+
+
+def _trial_path(cell_path: Path, trial: int) -> Path:
+    """Where one trial of a cell trained one call at a time is kept until the whole cell is saved."""
+    return cell_path.with_name(f"{cell_path.stem}.trial_{trial:03d}.nc")
 
 
 def _load_cached(path: Path | None, key: str) -> xr.Dataset | None:

@@ -120,7 +120,7 @@ def train(
     carry, const = init(hp_j, X, y, theta0)
     rows, kkt_rows, ticks, trajectory = [], [], [], []
     bar = _progress_bar(len(grid), progress)
-    active = _Active(carry, hp_j, const, X, y, batched, enabled=compact and method.is_flow)
+    active = _Active(hp_j, const, X, y, batched, enabled=compact and method.is_flow)
     for target in grid:
         carry = active.advance(advance, carry, target)
         rows.append(jax.device_get(record(hp_j, carry["theta"], const, X, y, Xt, yt, ref)))
@@ -162,13 +162,13 @@ class _Active:
     so one member that needs 10^5 steps makes the whole batch pay for them.  After every chunk the
     running members are sorted by the steps they took in it and split into groups (batches of 2^k,
     so that few shapes are compiled) that minimise sum(group size x steps of its slowest member);
-    stopped members are not advanced again.  Each member computes exactly what it would in the
-    full batch."""
+    stopped members are not advanced again.  Each member makes the same computation as in the full
+    batch; results agree up to rounding that depends on the batch size."""
 
     #: fixed cost of one more group (a call, its dummy members), in member-steps
     GROUP_COST = 50
 
-    def __init__(self, carry, hp, const, X, y, batched: bool, enabled: bool):
+    def __init__(self, hp, const, X, y, batched: bool, enabled: bool):
         self.args = (hp, const, X, y)
         self.batched = batched
         self.enabled = enabled
