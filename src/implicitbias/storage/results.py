@@ -24,7 +24,7 @@ import numpy as np
 import xarray as xr
 import yaml
 
-from implicitbias.training.stopping import Status
+from implicitbias.status import Status
 
 CLOCK = ("step", "time", "grad_evals")
 

@@ -114,12 +114,26 @@ class Theorem(Spec, abc.ABC):
 
 @dataclasses.dataclass
 class RunContext:
-    """What a theorem sees: the data set(s), the resolved experiment config and the results."""
+    """What a theorem sees: the runs of one cell as typed specs, their results stacked over
+    (run, checkpoint) in the same order, and the training data of each run (`data[r]` is run r's).
 
-    data: Any
+    Everything about run r is read from `runs[r]` (`runs[r].model`, `runs[r].method.lr`,
+    `runs[r].stop.loss_tol`, `runs[r].data.d`, ...), never reconstructed from strings."""
+
+    runs: list
     results: Any
-    config: dict
-    model: Any = None
-    loss: Any = None
-    method: Any = None
-    extra: dict = dataclasses.field(default_factory=dict)
+    data: list
+
+    @classmethod
+    def of(cls, cell) -> RunContext:
+        """The context of a `implicitbias.runs.results.Cell`."""
+        return cls(runs=list(cell.runs), results=cell.results, data=list(cell.data))
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.runs)
+
+    @property
+    def spec(self):
+        """The first run's spec (the fields all runs of a cell share)."""
+        return self.runs[0]

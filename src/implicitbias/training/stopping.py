@@ -9,23 +9,12 @@ stopped at its last finite state and reported as diverged.
 
 from __future__ import annotations
 
-import enum
-
 import pydantic
 
 from implicitbias._spec import Spec
+from implicitbias.status import Status
 
-
-class Status(enum.IntEnum):
-    RUNNING = 0
-    CONVERGED = 1  # loss < loss_tol
-    BUDGET = 2  # max_steps or max_time reached
-    DIVERGED = 3  # loss non-finite or above divergence_factor * initial loss
-    SOLVER_FAILED = 4  # the ODE solver gave up (step-size underflow, max solver steps)
-
-    @property
-    def failed(self) -> bool:
-        return self in (Status.DIVERGED, Status.SOLVER_FAILED)
+__all__ = ["Status", "Stop", "failure_message"]
 
 
 class Stop(Spec):

@@ -1,0 +1,138 @@
+"""The results store of a sweep: one file per finished run, written the moment it finishes.
+
+    DIR/runs/<key>.nc     one run (`implicitbias.runs.execute.train_group` output), named by its identity
+    DIR/data/<key>.nc     one data set (training and test arrays, generator info), stored once per seed
+
+Every write goes to a uniquely named temporary file that is renamed into place, so a file under
+its final name is always complete: a sweep killed at any moment (SIGKILL included) leaves only
+finished runs and stray temporaries, and two processes writing the same run (the same content)
+cannot corrupt it.  A file that cannot be read, or whose identity does not match its name, is
+reported, moved aside (`*.corrupt`) and its run trained again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from implicitbias.data import Dataset
+from implicitbias.runs.spec import RESULTS_FORMAT, RunSpec
+from implicitbias.storage.results import load, save
+
+
+def atomic_netcdf(write: Callable[[Path], None], path: Path) -> Path:
+    """Call `write(tmp)` on a fresh temporary name beside `path`, then rename it to `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+class RunStore:
+    """Finished runs and their data sets under one directory."""
+
+    def __init__(self, root: str | os.PathLike, warn: Callable[[str], None] = print):
+        self.root = Path(root)
+        self.warn = warn
+
+    def run_path(self, spec: RunSpec) -> Path:
+        return self.root / "runs" / f"{spec.key()}.nc"
+
+    def data_path(self, spec: RunSpec) -> Path:
+        return self.root / "data" / f"{spec.data_key()}.nc"
+
+    # -- runs ---------------------------------------------------------------------------------------
+    def load_run(self, spec: RunSpec) -> xr.Dataset | None:
+        """The stored run, or None when it is absent, unreadable or not this run (reported)."""
+        path = self.run_path(spec)
+        if not path.exists():
+            return None
+        try:
+            ds = load(path)
+            if ds.attrs.get("key") != spec.key() or int(ds.attrs.get("format", -1)) != RESULTS_FORMAT:
+                raise ValueError(f"it holds run {ds.attrs.get('key')!r} (format {ds.attrs.get('format')})")
+            if "status" not in ds or ds.sizes.get("run") != 1:
+                raise ValueError("it has no status or not exactly one run")
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is retrained, never trusted
+            self.warn(f"warning: {path} is unreadable or truncated ({type(exc).__name__}: {exc}); "
+                      "moved aside and training the run again")
+            path.replace(path.with_suffix(".corrupt"))
+            return None
+        return ds
+
+    def save_run(self, ds: xr.Dataset) -> Path:
+        spec = RunSpec.from_json(ds.attrs["spec"])
+        return atomic_netcdf(lambda tmp: save(ds, tmp), self.run_path(spec))
+
+    def done(self, spec: RunSpec) -> bool:
+        return self.run_path(spec).exists()
+
+    # -- data sets ------------------------------------------------------------------------------------
+    def save_data(self, spec: RunSpec, data: Dataset) -> Path:
+        path = self.data_path(spec)
+        if not path.exists():
+            atomic_netcdf(lambda tmp: data_to_xarray(data, spec).to_netcdf(tmp, engine="netcdf4"), path)
+        return path
+
+    def load_data(self, spec: RunSpec) -> Dataset | None:
+        path = self.data_path(spec)
+        if not path.exists():
+            return None
+        try:
+            return data_from_xarray(load(path))
+        except Exception as exc:  # noqa: BLE001
+            self.warn(f"warning: {path} is unreadable ({type(exc).__name__}: {exc}); drawing the data again")
+            path.replace(path.with_suffix(".corrupt"))
+            return None
+
+
+# -- a data set as an xarray.Dataset -------------------------------------------------------------------
+def data_to_xarray(data: Dataset, spec: RunSpec | None = None) -> xr.Dataset:
+    """Training and test arrays, array-valued `info` entries as variables, the rest as JSON."""
+    out = xr.Dataset()
+    for name in ("X", "y", "X_test", "y_test"):
+        arr = getattr(data, name)
+        if arr is not None:
+            arr = np.asarray(arr)
+            out[name] = (tuple(f"{name}_{i}" for i in range(arr.ndim)), arr)
+    scalars = {}
+    for k, v in data.info.items():
+        if isinstance(v, np.ndarray):
+            out[f"info.{k}"] = (tuple(f"info.{k}_{i}" for i in range(v.ndim)), v)
+        else:
+            scalars[k] = v.item() if isinstance(v, np.generic) else v
+    out.attrs["task"] = data.task
+    out.attrs["info"] = json.dumps(scalars, default=_plain)
+    if spec is not None:
+        out.attrs["data"] = spec.data.model_dump_json()
+        out.attrs["data_seed"] = spec.data_seed
+        out.attrs["key"] = spec.data_key()
+    return out
+
+
+def data_from_xarray(ds: xr.Dataset) -> Dataset:
+    arrays = {name: (ds[name].values if name in ds else None) for name in ("X", "y", "X_test", "y_test")}
+    info = json.loads(ds.attrs.get("info", "{}"))
+    for name in ds.data_vars:
+        if name.startswith("info."):
+            info[name[len("info."):]] = ds[name].values
+    return Dataset(arrays["X"], arrays["y"], arrays["X_test"], arrays["y_test"], ds.attrs["task"], info)
+
+
+def _plain(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return str(v)
