@@ -9,8 +9,10 @@ import xarray as xr
 
 from implicitbias.data import ChistikovFamily, Orthogonal, TeacherNeuron, make_dataset
 from implicitbias.data.families import xi_bound
+from implicitbias.losses import Loss
 from implicitbias.metrics.plateau import plateau_exit_time
 from implicitbias.models import TwoLayer
+from implicitbias.runs import RunSpec
 from implicitbias.theorems.base import RunContext
 from implicitbias.theorems.chistikov import (
     BoursierOrthogonal,
@@ -18,6 +20,8 @@ from implicitbias.theorems.chistikov import (
     ChistikovTheorem8,
     chistikov_reference,
 )
+from implicitbias.training import GD, Stop
+from implicitbias.training.methods import GradientFlow
 
 NET = TwoLayer(width=20, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
 #: Theorem 7 read as in the paper's experiments (angles up to pi/2, the redraw rule of TeacherNeuron)
@@ -105,9 +109,16 @@ def _fake_results(lams, trials, angle, *, loss=1e-10, nuclear_gap=1e-4, bal=1e-9
     return ds
 
 
-def _ctx(ds, data, method="gf", model=NET):
-    cfg = {"model": model.model_dump(), "method": {"kind": method, "lr": 0.01}, "stop": {"loss_tol": 1e-9}}
-    return RunContext(data=data, results=ds, config=cfg, model=model)
+def _ctx(ds, data, data_spec, data_seeds=None, method="gf", model=NET):
+    """The context of hand-built results `ds`: one RunSpec per run with the init scale, trial and seed of its
+    run coordinates, and `data[trial]` (drawn by `data_spec` from `data_seeds[trial]`) as its training data."""
+    lam, trial, seed = (np.asarray(ds[c].values).reshape(-1) for c in ("init_scale", "trial", "seed"))
+    seeds = [1000 * t for t in range(len(data))] if data_seeds is None else data_seeds
+    method = GradientFlow() if method == "gf" else GD(lr=0.01)
+    stop = Stop(loss_tol=1e-9, max_time=1e4)
+    specs = [RunSpec(model=model, data=data_spec, data_seed=seeds[t], loss=Loss(name="square"), method=method,
+                     stop=stop, seed=int(s), init_scale=float(x), trial=int(t)) for x, t, s in zip(lam, trial, seed)]
+    return RunContext(runs=specs, results=ds, data=[data[int(t)] for t in trial])
 
 
 def _outcomes(verdicts):
@@ -117,25 +128,25 @@ def _outcomes(verdicts):
 def test_theorem7_verdicts_follow_the_measurements():
     data = [TeacherNeuron(d=4).generate(1000 * t) for t in range(2)]
     lams = [4.0**-k for k in range(1, 8)]
-    good = T7_EXTENDED.check(_ctx(_fake_results(lams, 2, lambda x: 0.3 * x, data=data), data))
+    good = T7_EXTENDED.check(_ctx(_fake_results(lams, 2, lambda x: 0.3 * x, data=data), data, TeacherNeuron(d=4)))
     assert all(v.outcome == "holds" for v in good if v.kind == "prediction"), [v.line() for v in good]
     assert all(v.outcome in ("holds", "not_evaluated") for v in good if v.kind == "assumption")
     # angles rising as lambda decreases: the trend and the slope fail
-    bad = T7_EXTENDED.check(_ctx(_fake_results(lams, 2, lambda x: 0.3 / x), data))
+    bad = T7_EXTENDED.check(_ctx(_fake_results(lams, 2, lambda x: 0.3 / x), data, TeacherNeuron(d=4)))
     fails = [v.statement for v in bad if v.outcome == "fails"]
     assert any("decreases" in s for s in fails) and any("slope" in s for s in fails)
     # loss not small and nuclear norm far from 1
     fake = _fake_results(lams, 2, lambda x: x, loss=1e-3, nuclear_gap=0.1)
-    bad = T7_EXTENDED.check(_ctx(fake, data))
+    bad = T7_EXTENDED.check(_ctx(fake, data, TeacherNeuron(d=4)))
     fails = " ".join(v.statement for v in bad if v.outcome == "fails")
     assert "loss -> 0" in fails and "||W||_*" in fails and "||theta||^2" in fails
     # a model without the balanced init: assumption fails, predictions become outside_scope
     other = TwoLayer(width=20, activation="relu", train_outer=True, init_scheme="gaussian")
-    v = T7_EXTENDED.check(_ctx(_fake_results(lams, 2, lambda x: x), data, model=other))
+    v = T7_EXTENDED.check(_ctx(_fake_results(lams, 2, lambda x: x), data, TeacherNeuron(d=4), model=other))
     assert any(x.kind == "assumption" and x.outcome == "fails" for x in v)
     assert {x.outcome for x in v if x.kind == "prediction"} <= {"outside_scope", "not_evaluated"}
     # the proofs' pi/4 bound (the default) fails on centred d = 4 data: predictions outside scope, not failed
-    v = ChistikovTheorem7().check(_ctx(_fake_results(lams, 2, lambda x: 0.3 / x), data))
+    v = ChistikovTheorem7().check(_ctx(_fake_results(lams, 2, lambda x: 0.3 / x), data, TeacherNeuron(d=4)))
     assert any(x.outcome == "fails" and "angle between v*" in x.statement for x in v)
     assert not any(x.outcome == "fails" for x in v if x.kind == "prediction")
 
@@ -143,20 +154,22 @@ def test_theorem7_verdicts_follow_the_measurements():
 def test_theorem7_balancedness_bound_for_gd_scales_with_lr_and_initial_loss():
     data = [TeacherNeuron(d=4).generate(0)]
     lams = [4.0**-k for k in range(1, 6)]
-    ok = T7_EXTENDED.check(_ctx(_fake_results(lams, 1, lambda x: x, bal=1e-4), data, method="gd"))
+    ok = T7_EXTENDED.check(_ctx(_fake_results(lams, 1, lambda x: x, bal=1e-4), data, TeacherNeuron(d=4), [0],
+                                method="gd"))
     # 1e-4 > 2 x 0.01 x L(0) = 2e-12 with the fake L(0) = 1e-10
     assert [v for v in ok if "balancedness" in v.statement][0].outcome == "fails"
-    gf = T7_EXTENDED.check(_ctx(_fake_results(lams, 1, lambda x: x, bal=1e-4), data))
+    gf = T7_EXTENDED.check(_ctx(_fake_results(lams, 1, lambda x: x, bal=1e-4), data, TeacherNeuron(d=4), [0]))
     assert [v for v in gf if "balancedness" in v.statement][0].outcome == "fails"
 
 
 @pytest.mark.parametrize("family, sign", [("m_negative", -1), ("m_positive", 1)])
 def test_theorem8_on_the_families(family, sign):
-    data = [ChistikovFamily(family=family, d=3).generate(0)]
+    spec = ChistikovFamily(family=family, d=3)
+    data = [spec.generate(0)]
     lams = [4.0**-4, 4.0**-6]
     ds = _fake_results(lams, 1, lambda x: x, nuclear_gap=0.0)
     ds["param_norm"] = ds["param_norm"] * 0 + math.sqrt(2.0 + 1e-6)  # learned ~ rank-1 value 2
-    out = ChistikovTheorem8().check(_ctx(ds, data))
+    out = ChistikovTheorem8().check(_ctx(ds, data, spec, [0]))
     assert all(v.outcome != "fails" for v in out), [v.line() for v in out]
     statements = " ".join(v.statement for v in out if v.outcome == "holds")
     assert ("M < 0 => min-norm" in statements) == (sign < 0)
@@ -174,15 +187,12 @@ def test_boursier_orthogonal_verdicts():
     ds = _fake_results(lams, 1, lambda x: x)
     norms = np.sqrt(target * (1 + np.array(lams)))
     ds["param_norm"] = (("run", "checkpoint"), norms[:, None] * np.ones((1, 3)))
-    out = _outcomes(BoursierOrthogonal().check(_ctx(ds, data)))
+    out = _outcomes(BoursierOrthogonal().check(_ctx(ds, data, spec, [0])))
     assert set(out.values()) == {"holds"}, out
 
 
 # -- one small real training ------------------------------------------------------------------------------
 def test_gradient_flow_small_teacher_neuron_run():
-    from implicitbias.losses import Loss
-    from implicitbias.training.methods import GradientFlow
-    from implicitbias.training.stopping import Stop
     from implicitbias.training.train import train
 
     data = TeacherNeuron(d=4).generate(0)
@@ -195,15 +205,17 @@ def test_gradient_flow_small_teacher_neuron_run():
     assert np.max(ds["balancedness_max"].values) < 1e-6
     angle = ds["max_angle"].values[:, -1]
     assert angle[0] > angle[1] > angle[2] > 0
-    cfg = {"model": NET.model_dump(), "method": method.model_dump(), "stop": stop.model_dump()}
+    specs = [RunSpec(model=NET, data=TeacherNeuron(d=4), loss=Loss(name="square"), method=method, stop=stop,
+                     init_scale=lam, checkpoints=12, kkt=False) for lam in lams]
     verdicts = ChistikovTheorem7(slope_window=2, small_lambda_max=0.1, max_data_angle=math.pi / 2).check(
-        RunContext(data=data, results=ds, config=cfg, model=NET, method=method))
+        RunContext(runs=specs, results=ds, data=[data] * len(lams)))
     assert all(v.outcome != "fails" for v in verdicts), [v.line() for v in verdicts]
 
 
 def test_theorem8_learned_norm_is_outside_scope_beyond_the_proofs_angle():
-    data = [TeacherNeuron(d=3).generate(2000)]  # largest angle between v* and an x_i ~ 1.5 rad > pi/4
+    spec = TeacherNeuron(d=3)
+    data = [spec.generate(2000)]  # largest angle between v* and an x_i ~ 1.5 rad > pi/4
     ds = _fake_results([4.0**-4, 4.0**-6], 1, lambda x: x, nuclear_gap=0.0)
     ds["param_norm"] = ds["param_norm"] * 0 + math.sqrt(2.1)  # not the rank-1 value
-    out = [v for v in ChistikovTheorem8().check(_ctx(ds, data)) if "learned" in v.statement]
+    out = [v for v in ChistikovTheorem8().check(_ctx(ds, data, spec, [2000])) if "learned" in v.statement]
     assert out and all(v.outcome == "outside_scope" for v in out), [v.line() for v in out]

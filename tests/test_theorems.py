@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from implicitbias.data import Dataset, NearlyOrthogonal
+from implicitbias.data import Dataset, GaussianMixture, NearlyOrthogonal
 from implicitbias.losses import Loss
 from implicitbias.models import TwoLayer
 from implicitbias.reference import max_margin_svm
+from implicitbias.runs import RunSpec
 from implicitbias.theorems import (
     FreiLemma33,
     FreiTheorem32,
@@ -38,8 +39,10 @@ def _outer(m1, m2):
     return np.concatenate([np.ones(m1), -np.ones(m2)]) / np.sqrt(m)
 
 
-def _cell(metrics, data, model=LEAKY, *, W=None, a=None, time=None, lr=1.0, data_name="nearly_orthogonal"):
-    """A one-cell results Dataset built by hand: metrics {name: (runs, checkpoints)}, final W (runs, m, d)."""
+def _cell(metrics, data, model=LEAKY, *, W=None, a=None, time=None, lr=1.0, data_spec=None):
+    """A one-cell context built by hand: metrics {name: (runs, checkpoints)}, final W (runs, m, d), one RunSpec
+    per run (GD on the logistic loss; `data_spec` the generator spec, by default nearly orthogonal data of the
+    shape of `data`) and `data` as every run's training data."""
     first = np.atleast_2d(next(iter(metrics.values())))
     runs, ckpts = first.shape
     time = np.broadcast_to(np.arange(ckpts, dtype=float) if time is None else np.asarray(time, float),
@@ -53,10 +56,10 @@ def _cell(metrics, data, model=LEAKY, *, W=None, a=None, time=None, lr=1.0, data
         vars_["const.a"] = (("run", "const.a_0"), np.asarray(a))
     coords = {"run": np.arange(runs), "checkpoint": np.arange(ckpts), "seed": ("run", np.arange(runs)),
               "lr": ("run", np.full(runs, lr)), "init_scale": ("run", np.full(runs, 1e-4))}
-    config = {"model": model.model_dump(), "loss": LOGISTIC.model_dump(), "method": GD(lr=lr).model_dump(),
-              "data": {"name": data_name}}
-    return RunContext(data=[data], results=xr.Dataset(vars_, coords=coords), config=config, model=model,
-                      loss=LOGISTIC, method=GD(lr=lr))
+    data_spec = NearlyOrthogonal(n=data.n, d=data.d) if data_spec is None else data_spec
+    specs = [RunSpec(model=model, data=data_spec, loss=LOGISTIC, method=GD(lr=lr), seed=r, init_scale=1e-4)
+             for r in range(runs)]
+    return RunContext(runs=specs, results=xr.Dataset(vars_, coords=coords), data=[data] * runs)
 
 
 def _kkt_like(data, m1=4, m2=4, scale=5.0):
@@ -140,7 +143,7 @@ def test_frei32_structure_assumptions():
 def test_frei_lemma33_on_large_and_small_dimension():
     big = FreiLemma33().check(_cell({"loss": [0.5]}, _data(d=20_000)))
     assert _outcomes(big) == ["holds", "holds", "holds"]
-    small = FreiLemma33().check(_cell({"loss": [0.5]}, _data(d=50), data_name="gmm"))
+    small = FreiLemma33().check(_cell({"loss": [0.5]}, _data(d=50), data_spec=GaussianMixture(n=4, d=50)))
     assert _outcomes(small)[:2] == ["fails", "fails"] and small[2].outcome == "outside_scope"
 
 
@@ -220,8 +223,9 @@ def test_frei32_on_a_trained_network():
     data = NearlyOrthogonal(n=4, d=4000, scale="unit").generate(0)
     method = GD(lr=2.0)
     results = train(LEAKY, data, LOGISTIC, method, stop=Stop(max_steps=2000), init_scale=1e-4, checkpoints=8)
-    ctx = RunContext(data=[data], results=results, config={"model": LEAKY.model_dump()}, model=LEAKY,
-                     loss=LOGISTIC, method=method)
+    spec = RunSpec(model=LEAKY, data=NearlyOrthogonal(n=4, d=4000, scale="unit"), loss=LOGISTIC, method=method,
+                   stop=Stop(max_steps=2000), init_scale=1e-4, checkpoints=8)
+    ctx = RunContext(runs=[spec], results=results, data=[data])
     verdicts = FreiTheorem32().check(ctx)
     lines = "\n".join(v.line() for v in verdicts)
     assert all(v.outcome == "holds" for v in verdicts if v.kind == "assumption"), lines

@@ -38,19 +38,30 @@ def cmd_list(args) -> int:
 
 def cmd_describe(args) -> int:
     from implicitbias.experiments import get
+    from implicitbias.runs.spec import group_runs
 
     exp = get(args.name)
     config = exp.resolve(quick=args.quick, overrides=_parse_sets(args.set))
+    runs = exp.runs(config)
     print(f"# {exp.name} ({'quick' if args.quick else 'full'} variant): {exp.paper}\n# {exp.summary}")
     print(f"# settings: {exp.settings_source}\n")
     print(yaml.safe_dump(config.model_dump(), sort_keys=False))
-    print("# cells (one compiled, batched call each):")
-    for cell in config.cells():
-        sub = config.for_cell(cell)
-        print(f"  {cell or 'single cell'}: {len(sub.batch_runs()) * sub.trials} runs")
+    groups = group_runs(runs)
+    print(f"# {len(runs)} runs in {len(groups)} compiled calls (tasks of a sweep)")
+    from implicitbias.runs.results import Cell, cell_indices
+
+    cells = [Cell([runs[i] for i in idx], None, [], idx) for idx in cell_indices(runs)]
+    print(f"# {len(cells)} cells (runs checked together):")
+    for cell in cells:
+        print(f"  {cell.label}: {len(cell.runs)} runs, {cell.trials} trials")
     print("# theorem checks per cell:")
-    for theorem in exp.theorems(config):
-        print(f"  {theorem.title}: {theorem.model_dump()}")
+    seen = set()
+    for cell in cells:
+        for theorem in exp.theorems(cell):
+            line = f"  {theorem.title}: {theorem.model_dump()}"
+            if line not in seen:
+                seen.add(line)
+                print(line)
     if exp.claims:
         print("  the paper's qualitative claims across cells")
     print("# figures:")
@@ -62,13 +73,13 @@ def cmd_describe(args) -> int:
 def cmd_run(args) -> int:
     from implicitbias.experiments import get
     from implicitbias.experiments.outputs import write_outputs
-    from implicitbias.experiments.runner import RunFailed, run_experiment, save_results
+    from implicitbias.experiments.runner import run_experiment
+    from implicitbias.storage.results import save_results
 
     exp = get(args.name)
     config = exp.resolve(quick=args.quick, overrides=_parse_sets(args.set), seed=args.seed)
-    for cell in config.cells():  # validate every cell's config before anything trains
-        config.for_cell(cell)
-    _preflight(config)
+    runs = exp.runs(config)  # every run validated before anything trains
+    _preflight(config, args)
     out = Path(args.out or f"runs/{exp.name}{'-quick' if args.quick else ''}")
     out.mkdir(parents=True, exist_ok=True)
     command = "implicitbias " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if args.argv is None else args.argv
@@ -77,30 +88,47 @@ def cmd_run(args) -> int:
         + yaml.safe_dump({"experiment": exp.name, "quick": bool(args.quick), **config.model_dump()},
                          sort_keys=False))
     started = time.perf_counter()
+    say = lambda m: print(m, file=sys.stderr)
+    say(f"{exp.name}: {len(runs)} runs -> {out}/runs/ (a rerun of this command resumes)")
     try:
-        results = run_experiment(exp, config, progress=sys.stderr.isatty(), cache_dir=out / "cells",
-                                 log=lambda m: print(m, file=sys.stderr))
-    except RunFailed as exc:
-        print(f"error: run failed, nothing saved as a result: {exc}", file=sys.stderr)
-        return EXIT_RUN_FAILED
+        results, outcome = run_experiment(exp, config, out, workers=args.workers, scheduler=args.scheduler,
+                                          cluster=args.cluster, progress=not args.no_progress, log=say)
+    except KeyboardInterrupt:
+        say(f"interrupted: the finished runs are kept in {out}/runs/; rerun the same command to resume")
+        return 130
     wall = time.perf_counter() - started
-    save_results(results, out / "results.nc")
-    report = write_outputs(exp, results, out, {
-        "variant": "quick" if args.quick else "full", "method": config.method.kind,
-        "wall_time_s": f"{wall:.1f}", "command": command,
-    })
-    _print_checks(results.checks)
-    print(f"\nwall time {wall:.1f} s; wrote {out}/config.yaml, results.nc, figures/, checks.json")
-    print(f"report: {report}")
-    failed = [c for c in results.checks if c["kind"] == "prediction" and c["outcome"] == "fails"]
-    return EXIT_PREDICTION_FAILED if args.strict and failed else 0
+    if results.runs:
+        save_results(results, out / "results.nc")
+        report = write_outputs(exp, results, out, {
+            "variant": "quick" if args.quick else "full", "method": config.method.kind,
+            "wall_time_s": f"{wall:.1f}", "command": command,
+        })
+        _print_checks(results.checks)
+        print(f"\nwall time {wall:.1f} s; wrote {out}/config.yaml, results.nc, figures/, checks.json, log.txt")
+        print(f"report: {report}")
+    failed = outcome.failed
+    if failed:
+        print(f"\nerror: {len(failed)} of {len(runs)} runs failed (stored as such, left out of figures and fits):",
+              file=sys.stderr)
+        for spec, message in failed[:20]:
+            print(f"  {spec.label()} [{spec.key()}]: {message}", file=sys.stderr)
+        if len(failed) > 20:
+            print(f"  ... and {len(failed) - 20} more (see {out}/log.txt)", file=sys.stderr)
+        return EXIT_RUN_FAILED
+    predictions_failed = [c for c in results.checks if c["kind"] == "prediction" and c["outcome"] == "fails"]
+    return EXIT_PREDICTION_FAILED if args.strict and predictions_failed else 0
 
 
-def _preflight(config) -> None:
-    """Checks that need the data source (e.g. a CIFAR-10 path) before anything trains."""
+def _preflight(config, args) -> None:
+    """Checks that need the data source (e.g. a CIFAR-10 path) or the execution options, before
+    anything trains."""
     locate = getattr(config.data, "locate", None)
     if callable(locate):
         locate()
+    if args.workers is not None and args.workers < 0:
+        raise ConfigError(f"--workers {args.workers} is not allowed: expected an integer >= 0 (0: in this process)")
+    if sum(x is not None for x in (args.scheduler, args.cluster)) > 1:
+        raise ConfigError("--scheduler and --cluster are not allowed together: give one of them")
 
 
 def _print_checks(checks: list[dict]) -> None:
@@ -121,16 +149,13 @@ def _print_checks(checks: list[dict]) -> None:
 def cmd_report(args) -> int:
     from implicitbias.experiments import get
     from implicitbias.experiments.outputs import write_outputs
-    from implicitbias.experiments.runner import evaluate_checks, load_results
+    from implicitbias.experiments.runner import evaluate_checks, load
 
     out = Path(args.dir)
-    path = out / "results.nc"
-    if not path.exists():
-        raise ConfigError(f"{path} does not exist: give the directory written by `implicitbias run`")
-    results = load_results(path)
+    results = load(out)
     exp = get(results.experiment)
     results.checks = evaluate_checks(exp, results)
-    report = write_outputs(exp, results, out, {"rebuilt from": str(path)})
+    report = write_outputs(exp, results, out, {"rebuilt from": str(out / "results.nc")})
     _print_checks(results.checks)
     print(f"report: {report}")
     return 0
@@ -152,6 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="override config fields")
     p.add_argument("--seed", type=int, help="base seed of data and initialisation")
     p.add_argument("--strict", action="store_true", help="exit 1 when a prediction fails")
+    p.add_argument("--workers", type=int, help="Dask worker processes on this machine (default: one per core; "
+                   "0: train in this process)")
+    p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786")
+    p.add_argument("--cluster", help="YAML file describing a SLURM/PBS cluster for dask-jobqueue "
+                   "(see implicitbias.sweeps.cluster)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_run, argv=None)
     p = sub.add_parser("report", help="rebuild figures and report from DIR/results.nc without training")
     p.add_argument("dir")

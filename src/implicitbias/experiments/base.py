@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from implicitbias.experiments.config import ExperimentConfig, with_overrides
+from implicitbias.experiments.config import ExperimentConfig, expand, with_overrides
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,7 +24,9 @@ class Figure:
 class Experiment:
     """name, paper and systems identify it; `config` is the full variant at the paper's scale (its
     settings and their source in `settings_source`); `quick` overrides make the <= 60 s variant run in CI.
-    `theorems(config)` lists the Theorem objects checked on every cell; `claims(results)` returns
+    `runs(config)` declares its runs (grid, parts and trials expanded once, `expand`);
+    `theorems(cell)` lists the Theorem objects checked on a cell (`implicitbias.runs.results.Cell`: runs
+    that differ only in init, learning rate, numeric model fields and data seed); `claims(results)` returns
     Verdicts on the paper's qualitative claims across cells (e.g. "the drop grows with d");
     `tables(results, out_dir)` writes extra tables (CSV) next to the figures and returns their paths."""
 
@@ -35,7 +37,7 @@ class Experiment:
     config: ExperimentConfig
     quick: dict[str, Any]
     figures: tuple[Figure, ...] = ()
-    theorems: Callable[[ExperimentConfig], list] = lambda config: []
+    theorems: Callable[[Any], list] = lambda cell: []
     settings_source: str = ""
     runtime_quick: str = "not measured"
     runtime_full: str = "not measured"
@@ -51,3 +53,7 @@ class Experiment:
         if seed is not None:
             changes["seed"] = seed
         return with_overrides(self.config, changes) if changes else self.config
+
+    def runs(self, config: ExperimentConfig) -> list:
+        """Every run of the experiment under `config`, as `RunSpec`s."""
+        return expand(config)

@@ -21,7 +21,7 @@ from implicitbias.losses import Loss
 from implicitbias.metrics.plateau import plateau_exit_time
 from implicitbias.models import TwoLayer
 from implicitbias.theorems.base import compare
-from implicitbias.theorems.chistikov import by_lambda, lambdas, theta_sq, weighted_max_angles
+from implicitbias.theorems.chistikov import by_lambda, lambdas, theta_sq
 from implicitbias.theorems.fitting import final, fitted_slope
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
@@ -44,11 +44,11 @@ FIG2_LAMBDAS = [4.0**k for k in range(-2, -9, -1)]  # 4^-2 ... 4^-8
 def _theorem7(**fields):
     """Theorem 7 in the paper's experimental reading: data with angles up to pi/2 (the redraw rule of Figures
     1 and 2, which the paper presents as in line with Theorem 7; the proof assumes pi/4)."""
-    def make(config):
+    def make(cell):
         from implicitbias.theorems.chistikov import ChistikovTheorem7
 
         # the slope is fitted on the smallest lambdas: at most 4, leaving out the largest of a short grid
-        n_lambda = len(config.grid.get("init_scale", [config.init_scale]))
+        n_lambda = len({run.init_scale for run in cell.runs})
         return [ChistikovTheorem7(**{"max_data_angle": math.pi / 2,
                                      "slope_window": max(2, min(4, n_lambda - 1)), **fields})]
 
@@ -72,26 +72,18 @@ def _write_csv(path: Path, header: list[str], rows: list[list]) -> Path:
 # -- Figure 1: max angle between active neurons against lambda ----------------------------------------------
 def _by_scheme(results) -> dict[str, list]:
     out: dict[str, list] = {}
-    for cell in sorted(results.cells, key=lambda c: c.config.data.d):
-        out.setdefault(cell.config.data.scheme, []).append(cell)
+    for cell in sorted(results.cells, key=lambda c: c.spec.data.d):
+        out.setdefault(cell.spec.data.scheme, []).append(cell)
     return out
 
 
-#: the max angle between active neurons carrying weight (see ChistikovTheorem7.weight_rel), from the
-#: stored final parameters; the recorded "max_angle" is Figure 1's quantity
+#: the max angle between active neurons carrying weight (`implicitbias.metrics.neurons`), a final metric
+#: stored with every two-layer run; the recorded "max_angle" is Figure 1's quantity
 WEIGHTED = "weighted_max_angle"
-WEIGHT_REL = 1e-6
-_WEIGHTED_CACHE: dict[int, tuple] = {}
 
 
 def _final_angles(cell, metric: str) -> np.ndarray:
-    if metric != WEIGHTED:
-        return final(cell.results, metric)
-    key = id(cell.results)
-    if key not in _WEIGHTED_CACHE or _WEIGHTED_CACHE[key][0] is not cell.results:
-        data = [cell.data[int(t)] for t in np.asarray(cell.results["trial"].values).reshape(-1)]
-        _WEIGHTED_CACHE[key] = (cell.results, weighted_max_angles(cell.results, data, WEIGHT_REL))
-    return _WEIGHTED_CACHE[key][1]
+    return final(cell.results, metric)
 
 
 def _angle_medians(cell, metric: str):
@@ -105,7 +97,7 @@ def _fig1(results):
         for cell in cells:
             lam, med = _angle_medians(cell, "max_angle")
             ok = med > 0
-            line = ax.plot(lam[ok], med[ok], marker="o", ms=3, label=f"d = {cell.config.data.d}")[0]
+            line = ax.plot(lam[ok], med[ok], marker="o", ms=3, label=f"d = {cell.spec.data.d}")[0]
             lam, med = _angle_medians(cell, WEIGHTED)
             ok = med > 0
             ax.plot(lam[ok], med[ok], "--", color=line.get_color(), lw=0.9)
@@ -116,8 +108,8 @@ def _fig1(results):
         ax.set_xlabel("initialisation scale lambda")
         ax.set_ylabel("median max angle (rad)")
         ax.grid(True, which="both", alpha=0.3)
-        finish(ax, f"{scheme} data, m = {cells[0].config.model.width}, {cells[0].config.trials} trials, "
-                   f"{cells[0].config.method.kind}\nsolid: active neurons; dashed: those carrying weight")
+        finish(ax, f"{scheme} data, m = {cells[0].spec.model.width}, {cells[0].trials} trials, "
+                   f"{cells[0].spec.method.kind}\nsolid: active neurons; dashed: those carrying weight")
     return fig
 
 
@@ -127,7 +119,7 @@ def _fig1_tables(results, out_dir):
     for scheme, cells in _by_scheme(results).items():
         for metric, name in (("max_angle", "max_angle"), (WEIGHTED, WEIGHTED), ("mean_angle", "mean_angle"),
                              ("W.nuclear", "nuclear_norm")):
-            cols = {cell.config.data.d: dict(zip(*_angle_medians(cell, metric))) for cell in cells}
+            cols = {cell.spec.data.d: dict(zip(*_angle_medians(cell, metric))) for cell in cells}
             grid = sorted({lam for c in cols.values() for lam in c}, reverse=True)
             rows = [[f"{lam:.10g}"] + [f"{cols[d].get(lam, np.nan):.10g}" for d in cols] for lam in grid]
             path = out_dir / f"fig1_{scheme}_{name}.csv"
@@ -147,7 +139,7 @@ def _fig1_claims(results):
             statement = (f"{scheme}: the median {what} at the smallest lambda is far below its largest value, "
                          "for every d (worst ratio)")
             out.append(compare(title, "prediction", statement, ratio, "<", 1e-2,
-                               ", ".join(f"d = {c.config.data.d}: {v:.3g} rad" for c, v in zip(cells, small))))
+                               ", ".join(f"d = {c.spec.data.d}: {v:.3g} rad" for c, v in zip(cells, small))))
     return out
 
 
@@ -201,7 +193,7 @@ FIG1 = Experiment(
 
 # -- Figure 2: loss curves, plateau exit, test loss; GF against GD ------------------------------------------
 def _method_cells(results) -> dict[str, object]:
-    return {c.config.method.kind: c for c in results.cells}
+    return {c.spec.method.kind: c for c in results.cells}
 
 
 def _exit_times(cell) -> np.ndarray:
@@ -369,7 +361,7 @@ FIG2 = Experiment(
 MIN_NORM_LAMBDAS = [4.0**-4, 4.0**-6, 4.0**-8]
 
 
-def _theorem8(config):
+def _theorem8(cell):
     from implicitbias.theorems.chistikov import ChistikovTheorem7, ChistikovTheorem8
 
     return [ChistikovTheorem8(learned_tol=1e-3), ChistikovTheorem7(slope_window=3, small_lambda_max=4.0**-3)]
@@ -381,10 +373,11 @@ def _min_norm_figure(results):
     fig, (ax,) = panels(1, width=7.0)
     labels, learned, mins, signs = [], [], [], []
     for cell in results.cells:
-        ds, res = cell.data[0], cell.results
+        res = cell.results
         at = np.flatnonzero((lambdas(res) == lambdas(res).min()) & (res["trial"].values == 0))
+        ds = cell.data[at[0]]
         ref = chistikov_reference(ds.X, ds.info["v_star"], ds.y)
-        labels.append(f"{cell.values.get('part', '')}\nd = {ds.d}")
+        labels.append(f"{cell.spec.part}\nd = {ds.d}")
         learned.append(theta_sq(res)[at[0]] / ref["rank_one"])
         mins.append(ref["min_norm"] / ref["rank_one"])
         signs.append(ref["M"])
@@ -509,7 +502,7 @@ def _two_teacher_claims(results):
     out.append(compare(title, "prediction", statement, level, ">=", 0.5, f"predicted level {predicted:.4g}"))
     out.append(compare(title, "prediction", "plateau level / weaker class's loss (upper end)", level, "<=",
                        2.0))
-    tol = cell.config.stop.loss_tol or 1e-9
+    tol = cell.spec.stop.loss_tol or 1e-9
     out.append(compare(title, "prediction", "median final loss -> 0", float(L[-1]), "<", tol))
     return out
 
@@ -531,9 +524,9 @@ def _two_teacher_figure(results):
     ax.set_xlabel("time t")
     ax.set_ylabel("training loss")
     ax.grid(True, which="both", alpha=0.3)
-    cfg = cell.config
+    cfg = cell.spec
     finish(ax, f"two opposite teachers (norms 1, 3), d = {cfg.data.d}, m = {cfg.model.width},\n"
-               f"lambda = {_fmt_lambda(cfg.init_scale)}, {cfg.trials} trials")
+               f"lambda = {_fmt_lambda(cfg.init_scale)}, {cell.trials} trials")
     return fig
 
 
@@ -573,7 +566,7 @@ TWO_TEACHERS = Experiment(
 
 
 # -- Boursier et al. 2022: orthogonal inputs -----------------------------------------------------------------
-def _orthogonal_theorem(config):
+def _orthogonal_theorem(cell):
     from implicitbias.theorems.chistikov import BoursierOrthogonal
 
     return [BoursierOrthogonal()]
@@ -586,12 +579,12 @@ def _orthogonal_figure(results):
     fig, (left, right) = panels(2)
     for cell in results.cells:
         res = cell.results
-        ctx = RunContext(data=cell.data, results=res, config=cell.config.model_dump())
+        ctx = RunContext.of(cell)
         gap = theta_sq(res) / BoursierOrthogonal().min_norms(ctx) - 1.0
         lam = lambdas(res)
         left.plot(lam, gap, ".", color="0.6")
         grid, med = by_lambda(res, gap)
-        left.plot(grid, med, "o-", label=f"median, n = {cell.config.data.n}")
+        left.plot(grid, med, "o-", label=f"median, n = {cell.spec.data.n}")
         for r in np.flatnonzero(lam == lam.min()):
             t, loss = res["time"].values[r], res["loss"].values[r]
             right.plot(t[t > 0], loss[t > 0], lw=0.8)

@@ -1,12 +1,10 @@
-"""The typed, validated configuration of an experiment.
+"""The typed, validated configuration of an experiment, and its expansion into runs.
 
-An experiment trains a grid of runs.  `grid` maps a field path to a list of values; the runs are
-the Cartesian product of the axes (times `trials`, each trial with fresh data and init):
-
-- *batch axes* (`seed`, `init_scale`, `method.lr`, numeric `model.<field>`) vary inside one
-  compiled, vmapped call;
-- every other axis (`data.d`, `model.width`, `method.kind`, ...) makes a separate *cell*, one
-  compiled call each.
+An experiment declares its runs with a base config, a `grid` (field path -> list of values; the
+runs are the Cartesian product of the axes), optional named `parts` (each the base config with its
+own overrides and grid, e.g. the two panels of a figure) and `trials` (each trial with fresh data
+and init).  `expand(config)` turns this, once, into a list of `RunSpec`s; nothing downstream looks
+at the grid again.
 """
 
 from __future__ import annotations
@@ -21,10 +19,13 @@ from implicitbias._spec import ConfigError, Spec
 from implicitbias.data import AnyData
 from implicitbias.losses import Loss
 from implicitbias.models import AnyModel
+from implicitbias.runs.spec import RunSpec
 from implicitbias.training.methods import AnyMethod
 from implicitbias.training.stopping import Stop
 
-BATCH_KEYS = ("seed", "init_scale", "method.lr")
+#: the seeds of trial t of a run with base seed s are s + SEED_STEP * t (data and init alike), so
+#: that trials of neighbouring base seeds (--seed 0, --seed 1) never share a draw
+SEED_STEP = 1000
 
 
 class ExperimentConfig(Spec):
@@ -39,15 +40,10 @@ class ExperimentConfig(Spec):
     seed: int = pydantic.Field(0, ge=0)
     init_scale: float = pydantic.Field(1.0, ge=0.0)
     trials: int = pydantic.Field(1, ge=1)
-    #: the trials of a cell in one batched call (True) or one call each (False); None: batched for
-    #: GD/SGD (fixed steps: members advance in lockstep at no cost), one call each for gradient flow
-    #: (adaptive steps: a batch advances at the pace of its slowest member)
-    batch_trials: bool | None = None
     grid: dict[str, list[Any]] = pydantic.Field(default_factory=dict)
     reference: Literal["none", "svm"] = "none"
     kkt: bool = True
     keep_trajectory: bool = False
-    options: dict[str, Any] = pydantic.Field(default_factory=dict)
     parts: dict[str, dict[str, Any]] = pydantic.Field(default_factory=dict)
 
     @pydantic.model_validator(mode="after")
@@ -65,42 +61,35 @@ class ExperimentConfig(Spec):
                 )
         return self
 
-    # -- grid ------------------------------------------------------------------------------------
-    def is_batch_axis(self, key: str) -> bool:
-        if key in BATCH_KEYS:
-            return key != "method.lr" or hasattr(self.method, "lr")
-        if key.startswith("model."):
-            field = key.split(".", 1)[1]
-            return isinstance(getattr(self.model, field, None), float)
-        return False
-
     def part(self, name: str) -> ExperimentConfig:
         """The config of one named part (e.g. one panel of a figure): the base with its overrides."""
         if name not in self.parts:
             raise ConfigError(f"part = {name!r} is not allowed: expected one of {list(self.parts)}")
         return with_overrides(self.replace(parts={}), self.parts[name])
 
-    def cells(self) -> list[dict[str, Any]]:
-        """The separate compiled calls: one dict of (non-batch axis -> value) per cell; with parts,
-        each cell also names its part."""
-        if self.parts:
-            return [{"part": name, **cell} for name in self.parts for cell in self.part(name).cells()]
-        axes = [(k, v) for k, v in self.grid.items() if not self.is_batch_axis(k)]
-        return [dict(zip([k for k, _ in axes], combo)) for combo in itertools.product(*[v for _, v in axes])]
 
-    def trials_batched(self) -> bool:
-        return (not self.method.is_flow) if self.batch_trials is None else self.batch_trials
-
-    def batch_runs(self) -> list[dict[str, Any]]:
-        """The runs of one cell: the product of the batch axes."""
-        axes = [(k, v) for k, v in self.grid.items() if self.is_batch_axis(k)]
-        return [dict(zip([k for k, _ in axes], combo)) for combo in itertools.product(*[v for _, v in axes])]
-
-    def for_cell(self, cell: dict[str, Any]) -> ExperimentConfig:
-        """This config with one cell's values substituted (validated)."""
-        cell = dict(cell)
-        base = self.part(cell.pop("part")) if "part" in cell else self
-        return with_overrides(base, cell)
+def expand(config: ExperimentConfig) -> list[RunSpec]:
+    """Every run of an experiment: parts x grid x trials, each a validated `RunSpec`.  A value that
+    cannot make a valid run is refused here, before anything trains, naming its grid axis."""
+    if config.parts:
+        return [run.replace(part=name) for name in config.parts for run in expand(config.part(name))]
+    axes = list(config.grid.items())
+    runs = []
+    for combo in itertools.product(*[values for _, values in axes]):
+        where = ", ".join(f"grid.{k} = {v!r}" for (k, _), v in zip(axes, combo))
+        try:
+            cell = with_overrides(config.replace(grid={}), dict(zip([k for k, _ in axes], combo)))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        for trial in range(config.trials):
+            fields = cell.model_dump(include={"model", "data", "loss", "method", "stop", "checkpoints", "init_scale",
+                                              "reference", "kkt", "keep_trajectory"})
+            try:
+                runs.append(RunSpec(**fields, seed=cell.seed + SEED_STEP * trial,
+                                    data_seed=config.seed + SEED_STEP * trial, trial=trial))
+            except ConfigError as exc:
+                raise ConfigError(f"{where or 'config'}: {exc}") from None
+    return runs
 
 
 def set_path(tree: dict, path: str, value: Any) -> None:

@@ -20,14 +20,14 @@ LOGISTIC = Loss(name="logistic")
 
 
 def _cells(results, part):
-    return [c for c in results.cells if c.values.get("part") == part]
+    return [c for c in results.cells if c.spec.part == part]
 
 
 # -- Figure 1: rank reduction under GD -----------------------------------------------------------------
 def _fig1(results):
     fig, (left, right) = panels(2)
     for cell in _cells(results, "dimension"):
-        curves(left, cell, "W.stable_rank", relative=True, label=f"d = {cell.config.data.d}")
+        curves(left, cell, "W.stable_rank", relative=True, label=f"d = {cell.spec.data.d}")
     finish(left, f"init {results.config.part('dimension').init_scale:g} x Glorot, lr "
                  f"{results.config.part('dimension').method.lr:g}")
     for cell in _cells(results, "init_scale"):
@@ -44,11 +44,11 @@ def _final_relative_srank(cell):
 
 def _fig1_claims(results):
     title = "Frei et al. 2023, Figure 1"
-    dims = sorted(_cells(results, "dimension"), key=lambda c: c.config.data.d)
+    dims = sorted(_cells(results, "dimension"), key=lambda c: c.spec.data.d)
     drops = [float(np.median(_final_relative_srank(c))) for c in dims]
     out = [compare(title, "prediction",
-                   f"rank drop grows with d: final srank/init at d = {dims[-1].config.data.d} below d = "
-                   f"{dims[0].config.data.d}", drops[-1], "<", drops[0])]
+                   f"rank drop grows with d: final srank/init at d = {dims[-1].spec.data.d} below d = "
+                   f"{dims[0].spec.data.d}", drops[-1], "<", drops[0])]
     scales = _cells(results, "init_scale")[0]
     rel = _final_relative_srank(scales)
     order = np.argsort(scales.results.init_scale.values)
@@ -59,7 +59,7 @@ def _fig1_claims(results):
     return out
 
 
-def _frei42(config):
+def _frei42(cell):
     from implicitbias.theorems import FreiTheorem42
 
     return [FreiTheorem42()]
@@ -176,7 +176,7 @@ def _kkt_figure(results):
     fig, axes = panels(4, width=3.6)
     for cell in results.cells:
         x = "time"
-        lab = cell.values.get("part", "")
+        lab = cell.spec.part
         curves(axes[0], cell, "kkt_stationarity", x=x, logy=True, label=lab)
         curves(axes[1], cell, "margin_spread", x=x, logy=True, label=lab)
         curves(axes[2], cell, "W.sigma3_ratio", x=x, logy=True, label=lab)
@@ -187,13 +187,13 @@ def _kkt_figure(results):
     return fig
 
 
-def _frei32(config):
+def _frei32(cell):
     from implicitbias.theorems import FreiTheorem32, FreiTheorem34, LyuLiMonotoneMargin
 
     return [FreiTheorem32(), FreiTheorem34(), LyuLiMonotoneMargin()]
 
 
-def _frei34(config):
+def _frei34(cell):
     from implicitbias.theorems import FreiTheorem34
 
     return [FreiTheorem34()]
@@ -296,7 +296,7 @@ XOR = Experiment(
 def _kou_figure(results):
     fig, axes = panels(4, width=3.6)
     for cell in results.cells:
-        lab = cell.config.model.activation
+        lab = cell.spec.model.activation
         curves(axes[0], cell, "W.stable_rank", x="time", label=lab)
         curves(axes[1], cell, "W.frobenius", x="time", label=lab)
         curves(axes[2], cell, "loss", x="time", logy=True, label=lab)
@@ -307,12 +307,12 @@ def _kou_figure(results):
     return fig
 
 
-def _kou(config):
+def _kou(cell):
     from implicitbias.theorems import KouTheorem
 
     # the limits (srank -> 1, spread -> 1) are approached like 1/log t: at the quick variant's 2e4 steps
     # both sit near 1.1, so the finite-time tolerances are 0.15 (the defaults, 0.05-0.1, hold in the full run)
-    tol = 0.15 if config.stop.max_steps < 100_000 else None
+    tol = 0.15 if cell.spec.stop.max_steps < 100_000 else None
     return [KouTheorem(spread_tol=tol, srank_tol=tol) if tol else KouTheorem()]
 
 

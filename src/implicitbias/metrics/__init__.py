@@ -4,6 +4,8 @@ spectral: singular values, norms and ranks of a weight matrix.
 margins: margins, normalised margin, spread, accuracy, alignment with a reference.
 angles: stable angles between vectors and between active neurons, balancedness.
 kkt: the KKT residual of the parameter-space margin problem (S10), for any homogeneous model.
+layer_alignment: alignment of adjacent layers of a deep linear network (S5).
+norms: the l1/l2 soft sparsity count and Schatten p-(quasi-)norms (S6, S8).
 """
 
 from implicitbias.metrics.angles import (
@@ -20,6 +22,7 @@ from implicitbias.metrics.kkt import (
     kkt_system,
     nonnegative_least_squares,
 )
+from implicitbias.metrics.layer_alignment import layer_alignment
 from implicitbias.metrics.margins import (
     accuracy,
     cosine,
@@ -28,6 +31,7 @@ from implicitbias.metrics.margins import (
     normalized_margin,
     unit_distance,
 )
+from implicitbias.metrics.norms import l1_l2_sparsity, schatten_norm
 from implicitbias.metrics.spectral import (
     effective_rank,
     frobenius_norm,
@@ -51,6 +55,8 @@ __all__ = [
     "frobenius_norm",
     "kkt_residual",
     "kkt_system",
+    "l1_l2_sparsity",
+    "layer_alignment",
     "margin_spread",
     "margins",
     "neuron_angles",
@@ -59,6 +65,7 @@ __all__ = [
     "nuclear_norm",
     "numerical_rank",
     "pairwise_angles",
+    "schatten_norm",
     "singular_value_ratio",
     "singular_values",
     "spectral_norm",

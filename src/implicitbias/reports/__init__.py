@@ -1,12 +1,25 @@
-"""Reports: figures (matplotlib, Agg), the self-contained `report.html`, and a headless-browser check.
+"""Reports: figures (matplotlib, Agg), the self-contained `report.html`, an index of runs, the terminal summary.
 
 plotting: `new_figure`, `save_figure`, `metric_curves`, `final_vs` and the house style.
-html: `write_report` writes `report.html` (figures embedded, checks tabled, config in full).
-browser: `render_check` opens a report in headless Chromium and reports which images rendered.
+html: `write_report` writes `report.html` (headline and verdict counts, figures embedded, checks by theorem,
+    config in full).
+index: `write_index` writes `index.html` listing every run directory under a root.
+terminal: `summarize` turns the checks into the few lines a run prints (every row with `verbose`).
+browser: `render_check` and `layout_probe` open a page in headless Chromium and report what rendered,
+    where it sits in the window and whether its links resolve.
 """
 
-from implicitbias.reports.browser import BrowserError, find_chromium, render_check, screenshot
-from implicitbias.reports.html import tally, tally_line, write_report
+from implicitbias.reports.browser import (
+    BrowserError,
+    find_chromium,
+    layout_probe,
+    missing_targets,
+    render_check,
+    screenshot,
+)
+from implicitbias.reports.html import write_report
+from implicitbias.reports.index import find_runs, write_index
+from implicitbias.reports.page import tally, tally_line
 from implicitbias.reports.plotting import (
     final_values,
     final_vs,
@@ -15,19 +28,25 @@ from implicitbias.reports.plotting import (
     new_figure,
     save_figure,
 )
+from implicitbias.reports.terminal import summarize
 
 __all__ = [
     "BrowserError",
     "final_values",
     "final_vs",
     "find_chromium",
+    "find_runs",
+    "layout_probe",
     "metric_curves",
     "metric_label",
+    "missing_targets",
     "new_figure",
     "render_check",
     "save_figure",
     "screenshot",
+    "summarize",
     "tally",
     "tally_line",
+    "write_index",
     "write_report",
 ]

@@ -1,15 +1,20 @@
-"""`report.html`: one self-contained page per experiment run.
+"""`report.html`: one self-contained page per experiment run, read top to bottom.
 
-Figures are embedded as base64 PNG data URIs and the style sheet is inline, so the page has no
-external reference (no CSS, scripts, fonts or images to fetch) and can be mailed or archived alone.
-The page shows the experiment and its paper, how it was run, the theorem checks (assumptions and
-predictions apart, verdicts coloured), the figures with captions and the full resolved config.
+1. A headline: the title, the paper, what the experiment shows, and the verdict counts (assumptions
+   and predictions apart), compact enough that the first figure is visible without scrolling on a
+   1280 x 800 screen (figures are at most 60 % of the viewport high).
+2. The figures with their captions, each with links to the CSV tables behind it.
+3. The theorem checks, one expandable line per theorem with its counts; inside, assumptions and
+   predictions apart, failures first.
+4. The run, the full resolved configuration and the command to rerun.
+
+Figures are embedded as base64 PNG data URIs and the style sheet is inline, so the page needs nothing
+from outside itself; the only links to other files are the CSV tables, as paths relative to the page.
 """
 
 from __future__ import annotations
 
 import base64
-import math
 import os
 from collections.abc import Mapping, Sequence
 from html import escape
@@ -19,159 +24,202 @@ from typing import Any
 import numpy as np
 import yaml
 
-OUTCOMES = ("holds", "fails", "outside_scope", "not_evaluated")
-KINDS = ("assumption", "prediction")
-_COLUMNS = ("cell", "theorem", "statement", "measured", "relation", "bound", "verdict", "note")
+from implicitbias.reports.page import (
+    KINDS,
+    OUTCOMES,
+    counts_html,
+    duration,
+    href,
+    html_page,
+    number,
+    tally,
+    tally_line,
+    verdict_badge,
+    write_atomic,
+)
+
+__all__ = ["KINDS", "OUTCOMES", "tally", "tally_line", "write_report"]
+
+PathLike = str | os.PathLike
+#: `(name, caption, png_path)` or `(name, caption, png_path, csv_paths)`
+FigureEntry = tuple[str, str, PathLike] | tuple[str, str, PathLike, PathLike | Sequence[PathLike]]
+
+_COLUMNS = ("cell", "statement", "measured", "relation", "bound", "verdict", "note")
+#: rows in this order inside a theorem: failures first
+_ORDER = {"fails": 0, "outside_scope": 1, "not_evaluated": 2, "holds": 3}
+#: run_info keys shown in the headline's one-line summary of the run
+_META = ("variant", "method", "started", "wall_time_s")
 
 _CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
-       margin: 0 auto; max-width: 1100px; padding: 1.5rem; color: #1d1d1f; line-height: 1.45; }
-h1 { font-size: 1.6rem; margin-bottom: 0.2rem; } h2 { font-size: 1.25rem; margin-top: 2rem;
-     border-bottom: 1px solid #ddd; padding-bottom: 0.2rem; } h3 { font-size: 1.05rem; }
-.paper { color: #555; margin-top: 0; } .summary { font-size: 1.02rem; }
-nav a { margin-right: 1rem; }
+header.headline { margin-bottom: 0.6rem; } header.headline p { margin: 0.15rem 0; }
+.paper { color: #555; } .summary { font-size: 0.95rem; } .verdicts { margin-top: 0.35rem !important; }
+.verdicts .counts { margin-right: 1.2rem; } .meta { font-size: 0.85rem; color: #555; }
+.meta a { margin-left: 0.7rem; }
+figure { margin: 0 0 1.5rem; }
+figure img { display: block; max-width: 100%; max-height: 60vh; width: auto; height: auto; border: 1px solid #eee; }
+figcaption { color: #333; font-size: 0.9rem; margin-top: 0.25rem; } figcaption a { margin-left: 0.4rem; }
+details.theorem { border: 1px solid #e1e4e8; border-radius: 4px; margin: 0.4rem 0; padding: 0.3rem 0.6rem; }
+details.theorem > summary { cursor: pointer; line-height: 1.8; }
+details.theorem > summary .name { font-weight: 600; margin-right: 0.6rem; white-space: nowrap; }
+details.theorem > summary .counts { display: inline-block; margin-left: 0.8rem; font-size: 0.9rem; }
 dl.info { display: grid; grid-template-columns: max-content auto; gap: 0.25rem 1rem; }
 dl.info dt { font-weight: 600; } dl.info dd { margin: 0; }
-code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 0.85rem; }
-pre { background: #f6f8fa; border: 1px solid #e1e4e8; padding: 0.8rem; overflow-x: auto; }
-table.checks { border-collapse: collapse; width: 100%; font-size: 0.88rem; }
-table.checks th, table.checks td { border: 1px solid #e1e4e8; padding: 0.3rem 0.5rem; text-align: left;
-                                   vertical-align: top; }
-table.checks th { background: #f6f8fa; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.verdict { font-weight: 600; border-radius: 3px; padding: 0.05rem 0.4rem; white-space: nowrap; }
-.v-holds { background: #d8f3dc; color: #1b5e20; } .v-fails { background: #fde2e1; color: #b71c1c; }
-.v-outside_scope { background: #fff1cc; color: #8a5a00; }
-.v-not_evaluated { background: #ececec; color: #555; } .v-other { background: #ececec; color: #333; }
-.tally { font-size: 1rem; } figure { margin: 1.5rem 0; } figure img { max-width: 100%; height: auto;
-         border: 1px solid #eee; } figcaption { color: #333; font-size: 0.92rem; margin-top: 0.3rem; }
 """
 
 
-def write_report(out_dir: str | os.PathLike, *, title: str, experiment: str, summary: str,
-                 config: Mapping[str, Any], figures: Sequence[tuple[str, str, str | os.PathLike]],
-                 checks: Sequence[Mapping[str, Any]], run_info: Mapping[str, Any], paper: str = "") -> Path:
+def write_report(out_dir: PathLike, *, title: str, experiment: str, summary: str, config: Mapping[str, Any],
+                 figures: Sequence[FigureEntry], checks: Sequence[Mapping[str, Any]], run_info: Mapping[str, Any],
+                 paper: str = "", tables: Sequence[tuple[str, PathLike] | PathLike] = ()) -> Path:
     """Write `out_dir/report.html` and return its path.
 
-    `figures` are `(name, caption, png_path)`; `checks` are verdict dicts (`Verdict.to_dict()` plus
-    `cell`); `run_info` is shown as given (e.g. method, wall time, quick or full, the command to rerun).
+    `figures` are `(name, caption, png_path)` or `(name, caption, png_path, csv_paths)`, the CSV tables
+    behind that figure (one path or several); `tables` are further CSV tables, `(label, path)` or a
+    bare path.  Table paths become links relative to `out_dir` (a relative path is read from `out_dir`,
+    then from the working directory) and must exist.  `checks` are verdict dicts (`Verdict.to_dict()`
+    plus `cell`).  `run_info` is shown as given (e.g. variant, method, started, wall_time_s); its
+    `command` is shown last, as the command to rerun.
     """
-    out = Path(out_dir) / "report.html"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     body = "\n".join([
-        f"<h1>{escape(title)}</h1>",
-        f'<p class="paper">{escape(paper)}</p>' if paper else "",
-        f'<p class="summary">{escape(summary)}</p>',
-        '<nav><a href="#run">Run</a><a href="#checks">Checks</a><a href="#figures">Figures</a>'
-        '<a href="#config">Configuration</a></nav>',
-        _run_section(experiment, run_info),
+        _headline(title, experiment, summary, paper, checks, run_info),
+        _figures_section(figures, tables, out_dir),
         _checks_section(checks),
-        _figures_section(figures),
-        '<h2 id="config">Resolved configuration</h2>',
-        f"<pre>{escape(yaml.safe_dump(_plain(config), sort_keys=False, allow_unicode=True))}</pre>",
+        _config_section(experiment, config, run_info),
     ])
-    page = (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")
-    tmp = out.with_suffix(".html.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, out)
-    return out
-
-
-def tally(checks: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """Counts of each outcome per kind: `{"assumption": {"holds": n, ...}, "prediction": {...}}`."""
-    counts = {kind: dict.fromkeys(OUTCOMES, 0) for kind in KINDS}
-    for c in checks:
-        per_kind = counts.setdefault(str(c.get("kind")), dict.fromkeys(OUTCOMES, 0))
-        per_kind[str(c.get("outcome"))] = per_kind.get(str(c.get("outcome")), 0) + 1
-    return counts
-
-
-def tally_line(checks: Sequence[Mapping[str, Any]]) -> str:
-    """E.g. '3 assumptions hold / 1 fails; 5 predictions hold / 0 fail / 2 outside scope'."""
-    parts = []
-    for kind, counts in tally(checks).items():
-        holds, fails = counts["holds"], counts["fails"]
-        words = [f"{holds} {kind}{'s hold' if holds != 1 else ' holds'}", f"{fails} fail{'s' * (fails == 1)}"]
-        rest = {o: n for o, n in counts.items() if o not in ("holds", "fails") and n}
-        words += [f"{n} {o.replace('_', ' ')}" for o, n in rest.items()]
-        parts.append(" / ".join(words))
-    return "; ".join(parts)
+    return write_atomic(out_dir / "report.html", html_page(title, body, _CSS))
 
 
 # -- sections ----------------------------------------------------------------------------------------
-def _run_section(experiment: str, run_info: Mapping[str, Any]) -> str:
-    rows = [("experiment", experiment), *run_info.items()]
-    items = []
-    for key, value in rows:
-        text = f"<code>{escape(str(value))}</code>" if key == "command" else escape(_value(key, value))
-        name = str(key).removesuffix("_s") if isinstance(value, float) else str(key)
-        items.append(f"<dt>{escape(name.replace('_', ' '))}</dt><dd>{text}</dd>")
-    return '<h2 id="run">Run</h2>\n<dl class="info">\n' + "\n".join(items) + "\n</dl>"
+def _headline(title: str, experiment: str, summary: str, paper: str, checks: Sequence[Mapping[str, Any]],
+              run_info: Mapping[str, Any]) -> str:
+    source = paper or (experiment if experiment != title else "")
+    counts = tally(checks)
+    verdicts = " ".join(counts_html(counts[kind], f"{kind.capitalize()}s") for kind in KINDS)
+    meta = [_meta_item(key, run_info[key]) for key in _META if run_info.get(key) not in (None, "")]
+    meta_text = " · ".join(escape(m) for m in meta)
+    links = ('<a href="#checks">checks</a><a href="#config">configuration</a><a href="#rerun">rerun</a>'
+             if "command" in run_info else '<a href="#checks">checks</a><a href="#config">configuration</a>')
+    return "\n".join([
+        '<header class="headline" id="headline">',
+        f"<h1>{escape(title)}</h1>",
+        f'<p class="paper">{escape(source)}</p>' if source else "",
+        f'<p class="summary">{escape(summary)}</p>' if summary else "",
+        f'<p class="verdicts">{verdicts}</p>' if checks else '<p class="verdicts muted">No theorem checks.</p>',
+        f'<p class="meta">{meta_text}{links}</p>',
+        "</header>",
+    ])
+
+
+def _meta_item(key: str, value: Any) -> str:
+    if key == "variant":
+        return f"{value} variant"
+    if key == "wall_time_s":
+        return f"wall time {duration(value)}"
+    if key == "started":
+        return f"started {str(value).replace('T', ' ')[:16]}"
+    return f"{key} {value}"
+
+
+def _figures_section(figures: Sequence[FigureEntry], tables: Sequence, out_dir: Path) -> str:
+    parts = ['<section id="figures">']
+    if not figures:
+        parts.append('<p class="muted">This experiment declares no figures.</p>')
+    for k, entry in enumerate(figures, start=1):
+        name, caption, png, *rest = entry
+        csvs = _as_paths(rest[0]) if rest else []
+        data = base64.b64encode(Path(png).read_bytes()).decode("ascii")
+        links = "".join(f'<a href="{escape(href(p, out_dir))}">{escape(Path(p).name)}</a>' for p in csvs)
+        parts.append(
+            f'<figure id="fig-{escape(name)}">\n'
+            f'<img src="data:image/png;base64,{data}" alt="{escape(caption or name)}">\n'
+            f"<figcaption><strong>Figure {k}</strong> ({escape(name)}). {escape(caption)}"
+            f"{' Data:' + links if links else ''}</figcaption>\n</figure>")
+    if tables:
+        items = []
+        for entry in tables:
+            label, path = entry if isinstance(entry, tuple) else (Path(entry).name, entry)
+            items.append(f'<li><a href="{escape(href(path, out_dir))}">{escape(str(label))}</a></li>')
+        parts.append('<h3 id="tables">Tables</h3>\n<ul class="tables">' + "".join(items) + "</ul>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _as_paths(csvs) -> list:
+    return [csvs] if isinstance(csvs, str | os.PathLike) else list(csvs or [])
 
 
 def _checks_section(checks: Sequence[Mapping[str, Any]]) -> str:
-    parts = ['<h2 id="checks">Theorem checks</h2>']
+    parts = ['<section id="checks">\n<h2>Theorem checks</h2>']
     if not checks:
-        return parts[0] + "\n<p>This experiment declares no theorem checks.</p>"
-    parts.append(f'<p class="tally"><strong>{escape(tally_line(checks))}</strong></p>')
-    kinds = list(KINDS) + sorted({str(c.get("kind")) for c in checks} - set(KINDS))
-    for kind in kinds:
-        rows = [c for c in checks if str(c.get("kind")) == kind]
-        if rows:
-            parts.append(f"<h3>{escape(kind.capitalize())}s</h3>")
-            parts.append(_checks_table(rows))
+        return parts[0] + "\n<p>This experiment declares no theorem checks.</p>\n</section>"
+    parts.append(f'<p class="muted">{escape(tally_line(checks))}. Open a theorem for its rows.</p>')
+    by_theorem: dict[str, list[Mapping[str, Any]]] = {}
+    for c in checks:
+        by_theorem.setdefault(str(c.get("theorem", "")), []).append(c)
+    for theorem, rows in by_theorem.items():
+        parts.append(_theorem_details(theorem, rows))
+    parts.append("</section>")
     return "\n".join(parts)
+
+
+def _theorem_details(theorem: str, rows: Sequence[Mapping[str, Any]]) -> str:
+    counts = tally(rows)
+    cells = len({str(c.get("cell", "")) for c in rows})
+    failing = any(str(c.get("outcome")) == "fails" for c in rows)
+    head = (f'<span class="name">{escape(theorem or "(unnamed theorem)")}</span>'
+            + (f'<span class="muted">{cells} cells</span>' if cells > 1 else "")
+            + "".join(counts_html(counts[kind], f"{kind}s") for kind in counts))
+    inner = []
+    for kind in counts:
+        of_kind = sorted((c for c in rows if str(c.get("kind")) == kind),
+                         key=lambda c: _ORDER.get(str(c.get("outcome")), len(_ORDER)))
+        if of_kind:
+            inner.append(f"<h3>{escape(kind.capitalize())}s</h3>\n{_checks_table(of_kind)}")
+    return (f'<details class="theorem"{" open" if failing else ""}>\n<summary>{head}</summary>\n'
+            + "\n".join(inner) + "\n</details>")
 
 
 def _checks_table(rows: Sequence[Mapping[str, Any]]) -> str:
     head = "".join(f"<th>{c}</th>" for c in _COLUMNS)
     body = []
     for c in rows:
-        outcome = str(c.get("outcome", ""))
-        cls = f"v-{outcome}" if outcome in OUTCOMES else "v-other"
         cells = [
             f"<td>{escape(str(c.get('cell', '')))}</td>",
-            f"<td>{escape(str(c.get('theorem', '')))}</td>",
             f"<td>{escape(str(c.get('statement', '')))}</td>",
-            f'<td class="num">{escape(_number(c.get("measured")))}</td>',
+            f'<td class="num">{escape(number(c.get("measured")))}</td>',
             f"<td>{escape(str(c.get('relation', '')))}</td>",
-            f'<td class="num">{escape(_number(c.get("bound")))}</td>',
-            f'<td><span class="verdict {cls}">{escape(outcome.replace("_", " "))}</span></td>',
+            f'<td class="num">{escape(number(c.get("bound")))}</td>',
+            f"<td>{verdict_badge(str(c.get('outcome', '')))}</td>",
             f"<td>{escape(str(c.get('note', '') or ''))}</td>",
         ]
         body.append(f'<tr title="{escape(str(c.get("line", "")))}">' + "".join(cells) + "</tr>")
-    return f'<table class="checks">\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(body) + \
-        "\n</tbody>\n</table>"
+    return ('<table class="checks">\n<thead><tr>' + head + "</tr></thead>\n<tbody>\n" + "\n".join(body)
+            + "\n</tbody>\n</table>")
 
 
-def _figures_section(figures: Sequence[tuple[str, str, str | os.PathLike]]) -> str:
-    parts = ['<h2 id="figures">Figures</h2>']
-    if not figures:
-        parts.append("<p>This experiment declares no figures.</p>")
-    for k, (name, caption, png) in enumerate(figures, start=1):
-        data = base64.b64encode(Path(png).read_bytes()).decode("ascii")
-        parts.append(
-            f'<figure id="fig-{escape(name)}">\n'
-            f'<img src="data:image/png;base64,{data}" alt="{escape(caption or name)}">\n'
-            f"<figcaption><strong>Figure {k}</strong> ({escape(name)}). {escape(caption)}</figcaption>\n"
-            "</figure>")
+def _config_section(experiment: str, config: Mapping[str, Any], run_info: Mapping[str, Any]) -> str:
+    items = []
+    for key, value in [("experiment", experiment), *run_info.items()]:
+        if key == "command":
+            continue
+        name = str(key).removesuffix("_s")
+        items.append(f"<dt>{escape(name.replace('_', ' '))}</dt><dd>{escape(_value(key, value))}</dd>")
+    parts = ['<section id="config">\n<h2>Run and configuration</h2>', '<dl class="info">\n' + "\n".join(items) + "\n</dl>",
+             "<h3>Resolved configuration</h3>",
+             f"<pre>{escape(yaml.safe_dump(_plain(config), sort_keys=False, allow_unicode=True))}</pre>", "</section>"]
+    if "command" in run_info:
+        parts += ['<section id="rerun">\n<h2>Rerun</h2>', f"<pre><code>{escape(str(run_info['command']))}</code></pre>",
+                  "</section>"]
     return "\n".join(parts)
 
 
 # -- values ------------------------------------------------------------------------------------------
-def _number(v) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, bool | str):
-        return str(v)
-    v = float(v)
-    return f"{v:.4g}" if math.isfinite(v) else "n/a"
-
-
 def _value(key: str, v) -> str:
+    if key.endswith("_s"):
+        return duration(v)
     if isinstance(v, float | np.floating) and not isinstance(v, bool):
-        return f"{float(v):.3g} s" if key.endswith("_s") else f"{float(v):.4g}"
+        return f"{float(v):.4g}"
     return str(v)
 
 

@@ -1,5 +1,6 @@
-"""Storage of results: xarray Datasets in NetCDF."""
+"""Storage of results: xarray Datasets in NetCDF; a store of finished runs; `results.nc`."""
 
-from implicitbias.storage.results import config_of, load, save, theta_of, to_dataset
+from implicitbias.storage.results import load, load_results, save, save_results, theta_of, to_dataset
+from implicitbias.storage.store import RunStore
 
-__all__ = ["config_of", "load", "save", "theta_of", "to_dataset"]
+__all__ = ["RunStore", "load", "load_results", "save", "save_results", "theta_of", "to_dataset"]

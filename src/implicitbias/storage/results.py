@@ -86,10 +86,6 @@ def _plain(obj):
     return obj
 
 
-def config_of(ds: xr.Dataset) -> dict:
-    return yaml.safe_load(ds.attrs["config"])
-
-
 def theta_of(ds: xr.Dataset, run: int) -> tuple[dict, dict]:
     """(theta, const) of one run, as dicts of NumPy arrays."""
     theta = {k[len("theta."):]: ds[k].isel(run=run).values for k in ds.data_vars if k.startswith("theta.")}
@@ -114,3 +110,62 @@ def load(path: str | os.PathLike) -> xr.Dataset:
         if name in out:
             out[name] = out[name].astype(object)
     return out
+
+
+# -- results.nc: every run of an experiment with its spec, and every data set it used ------------------
+def save_results(results, path: str | os.PathLike) -> Path:
+    """Write a `implicitbias.runs.results.Results` to one NetCDF file (atomically): node
+    `runs/rNNNNN` holds run N's arrays with its spec (JSON) in the attribute `spec`, node
+    `data/<key>` each data set used (training and test arrays), the root the experiment's name,
+    config (YAML) and checks (JSON).  The file is readable without the package."""
+    import json
+
+    from implicitbias.storage.store import atomic_netcdf, data_to_xarray
+
+    config = results.config.model_dump() if hasattr(results.config, "model_dump") else results.config
+    root = xr.Dataset(attrs={
+        "experiment": results.experiment,
+        "config": yaml.safe_dump(_plain(config), sort_keys=False),
+        "checks": json.dumps(results.checks),
+        "runs": len(results.runs),
+    })
+    nodes = {"/": root}
+    for i, ds in enumerate(results.arrays):
+        nodes[f"runs/r{i:05d}"] = ds
+    for spec in results.runs:
+        key = spec.data_key()
+        if f"data/{key}" not in nodes:
+            nodes[f"data/{key}"] = data_to_xarray(results.datasets[key], spec)
+    tree = xr.DataTree.from_dict(nodes)
+    return atomic_netcdf(lambda tmp: tree.to_netcdf(tmp, engine="netcdf4"), Path(path))
+
+
+def load_results(path: str | os.PathLike):
+    """The `Results` of a `results.nc`: typed run specs, each run's arrays and every data set (nothing
+    regenerated); `config` is the experiment config as a dict."""
+    import json
+
+    from implicitbias._spec import ConfigError
+    from implicitbias.runs.results import Results
+    from implicitbias.runs.spec import RunSpec
+    from implicitbias.storage.store import data_from_xarray
+
+    try:
+        tree = xr.open_datatree(path, engine="netcdf4").load()
+    except Exception as exc:  # noqa: BLE001
+        raise ConfigError(f"{path} is not readable ({type(exc).__name__}: {exc}): is it a results.nc written by "
+                          "`implicitbias run`?") from None
+    if "runs" not in tree.children or "experiment" not in tree.attrs:
+        raise ConfigError(f"{path} holds no runs: is it a results.nc written by `implicitbias run` (this version)?")
+    runs, arrays = [], []
+    for name in sorted(tree["runs"].children):
+        ds = tree["runs"][name].to_dataset()
+        for var in ("status_name", "message"):
+            if var in ds:
+                ds[var] = ds[var].astype(object)
+        runs.append(RunSpec.from_json(ds.attrs["spec"]))
+        arrays.append(ds)
+    datasets = {name: data_from_xarray(tree["data"][name].to_dataset()) for name in tree["data"].children} \
+        if "data" in tree.children else {}
+    return Results(tree.attrs["experiment"], yaml.safe_load(tree.attrs["config"]), runs, arrays, datasets,
+                   json.loads(tree.attrs.get("checks", "[]")))

@@ -19,33 +19,31 @@ import math
 import numpy as np
 import pydantic
 
+from implicitbias.runs.spec import group_by
 from implicitbias.theorems.base import Theorem, Verdict, compare
-from implicitbias.theorems.fitting import (
-    curve,
-    dataset_of,
-    final,
-    fitted_slope,
-    flag,
-    method_kind,
-    method_lr,
-    model_of,
-    n_runs,
-    over_runs,
-    run_labels,
-    trial_of,
-)
+from implicitbias.theorems.fitting import curve, final, fitted_slope, flag, over_runs, run_labels
 
 
 # -- per-lambda summaries of a cell (also used by the experiments' figures, tables and claims) -------------
 def lambdas(results) -> np.ndarray:
-    """The init scale lambda of every run of a cell (the batched `init_scale` coordinate)."""
+    """The init scale lambda of every run of a stacked results Dataset (its `init_scale` coordinate)."""
     return np.asarray(results["init_scale"].values, dtype=np.float64).reshape(-1)
+
+
+def run_lambdas(run) -> np.ndarray:
+    """The init scale lambda of every run of a `RunContext`, read from the run specs."""
+    return np.array([spec.init_scale for spec in run.runs], dtype=np.float64)
 
 
 def by_lambda(results, values, reduce=np.median) -> tuple[np.ndarray, np.ndarray]:
     """(sorted distinct lambdas, reduce(values of the runs with that lambda)) - the median over trials by
     default. NaN values are ignored; a lambda whose runs are all NaN gives NaN."""
-    lam = lambdas(results)
+    return group_by_lambda(lambdas(results), values, reduce)
+
+
+def group_by_lambda(lam, values, reduce=np.median) -> tuple[np.ndarray, np.ndarray]:
+    """`by_lambda` given the lambda of every run (e.g. `run_lambdas(run)`)."""
+    lam = np.asarray(lam, dtype=np.float64).reshape(-1)
     values = np.asarray(values, dtype=np.float64).reshape(-1)
     grid = np.unique(lam)
     out = []
@@ -79,7 +77,7 @@ def weighted_max_angles(results, datasets, rel: float = 1e-6) -> np.ndarray:
 
 def v_star_norm(run, r: int) -> float:
     """||v*|| of run r's data (info["v_star"]; 1 when the generator does not record a teacher)."""
-    v = dataset_of(run, r).info.get("v_star")
+    v = run.data[r].info.get("v_star")
     return 1.0 if v is None else float(np.linalg.norm(v))
 
 
@@ -93,7 +91,7 @@ def loss_tolerance(run, explicit: float | None) -> float:
     """`explicit`, else the cell's stop.loss_tol, else 1e-9 (the paper's stopping rule)."""
     if explicit is not None:
         return float(explicit)
-    tol = ((run.config or {}).get("stop") or {}).get("loss_tol") or 0.0
+    tol = run.spec.stop.loss_tol
     return float(tol) if tol > 0 else 1e-9
 
 
@@ -104,20 +102,17 @@ def ds_angle(ds, v_star) -> float:
 
 
 def _trials(run) -> list[int]:
-    """One representative run per trial (data set) of the cell."""
-    seen: dict[int, int] = {}
-    for r in range(n_runs(run)):
-        seen.setdefault(trial_of(run, r), r)
-    return list(seen.values())
+    """One representative run per trial (data set) of the cell: the first run of each `trial`."""
+    return [members[0] for members in group_by(run.runs, "trial").values()]
 
 
 def relu_net_verdict(theorem: str, run, balanced: bool) -> Verdict:
     """Model: ReLU, both layers trained, no bias (and the balanced init of S11 when `balanced`); the
     stored initial balancedness max_j |a_j^2 - ||w_j||^2| is shown."""
-    model = model_of(run)
+    model = run.spec.model
     what = "balanced init w_j = lambda z_j, a_j = s_j ||w_j||" if balanced else "small init"
     statement = f"ReLU network, both layers trained, no bias, {what}"
-    if model is None or not hasattr(model, "train_outer"):
+    if not hasattr(model, "train_outer"):
         return flag(theorem, "assumption", statement, None, "no two-layer model in this cell")
     ok = model.activation == "relu" and model.train_outer and not model.bias
     if balanced:
@@ -130,14 +125,8 @@ def relu_net_verdict(theorem: str, run, balanced: bool) -> Verdict:
     return flag(theorem, "assumption", statement, bool(ok), note, measured=init_bal)
 
 
-def _method_field(run, name: str, default):
-    if run.method is not None and hasattr(run.method, name):
-        return getattr(run.method, name)
-    return ((run.config or {}).get("method") or {}).get(name, default)
-
-
 def method_verdict(theorem: str, run) -> Verdict:
-    kind = method_kind(run)
+    kind = run.spec.method.kind
     statement = "trained by gradient flow"
     if kind == "gf":
         return flag(theorem, "assumption", statement, True, "method = gf (adaptive, error-controlled)")
@@ -213,26 +202,26 @@ class ChistikovTheorem7(Theorem):
         reps = _trials(run)
         eig = []
         for r in reps:
-            X = dataset_of(run, r).X
+            X = run.data[r].X
             eig.append(float(np.linalg.eigvalsh(X.T @ X / X.shape[0])[0]))
-        ds = dataset_of(run, reps[0])
+        ds = run.data[reps[0]]
         note = (f"n = {ds.n}, d = {ds.d} (n = d: the x_0 of the uncentred scheme defines v* only, see "
                 "TeacherNeuron); the paper: (1/n) X X^T positive definite")
         return over_runs(self.title, "assumption", "n >= d points spanning R^d: lambda_min(X^T X / n) > 0",
                          eig, ">", 0.0, where="over the trials' data", note=note,
-                         labels=[f"trial {trial_of(run, r)}" for r in reps])
+                         labels=[f"trial {run.runs[r].trial}" for r in reps])
 
     def _teacher(self, run) -> Verdict:
         worst, norm = 0.0, []
         for r in _trials(run):
-            ds = dataset_of(run, r)
+            ds = run.data[r]
             v = ds.info.get("v_star")
             if v is None:
                 return flag(self.title, "assumption", "labels y_i = [<v*, x_i>]_+, ||v*|| = 1", None,
                             "the data set records no teacher v_star")
             worst = max(worst, float(np.max(np.abs(ds.y - np.maximum(ds.X @ v, 0.0)))))
             norm.append(float(np.linalg.norm(v)))
-        ok = worst <= 1e-12 * max(1.0, float(np.max(np.abs(dataset_of(run, 0).y)))) and all(
+        ok = worst <= 1e-12 * max(1.0, float(np.max(np.abs(run.data[0].y)))) and all(
             abs(n - 1.0) <= 1e-12 for n in norm)
         return flag(self.title, "assumption", "labels y_i = [<v*, x_i>]_+ with ||v*|| = 1", ok,
                     f"max |y_i - [<v*, x_i>]_+| = {worst:.2g}, ||v*|| = {max(norm):.15g}")
@@ -241,7 +230,7 @@ class ChistikovTheorem7(Theorem):
         reps = _trials(run)
         worst = []
         for r in reps:
-            ds = dataset_of(run, r)
+            ds = run.data[r]
             v = ds.info.get("v_star")
             if v is None:
                 worst.append(math.nan)
@@ -252,12 +241,12 @@ class ChistikovTheorem7(Theorem):
         reading = "; extended reading (the paper's experiments)" if extended else ""
         return over_runs(self.title, "assumption", "every angle between v* and an x_i < bound (rad)", worst,
                          "<", self.max_data_angle, where="over the trials' data",
-                         labels=[f"trial {trial_of(run, r)}" for r in reps],
+                         labels=[f"trial {run.runs[r].trial}" for r in reps],
                          note=f"the proofs' pi/4 bound {quarter} (largest angle {np.nanmax(worst):.4g} rad)"
                          + reading)
 
     def _regime(self, run) -> Verdict:
-        grid = np.unique(lambdas(run.results))
+        grid = np.unique(run_lambdas(run))
         small = grid[grid <= self.small_lambda_max]
         need = 2
         note = (f"lambda in [{grid.min():.3g}, {grid.max():.3g}] ({grid.size} values); the regime lambda <= "
@@ -274,7 +263,7 @@ class ChistikovTheorem7(Theorem):
                 self._rank_one(run, "theta_sq"), self._balancedness(run)]
 
     def _regime_runs(self, run) -> np.ndarray:
-        return lambdas(run.results) <= self.small_lambda_max
+        return run_lambdas(run) <= self.small_lambda_max
 
     def _loss(self, run) -> Verdict:
         tol = loss_tolerance(run, self.loss_tol)
@@ -282,7 +271,7 @@ class ChistikovTheorem7(Theorem):
         keep = self._regime_runs(run)
         if loss is None or not keep.any():
             return compare(self.title, "prediction", "loss -> 0", None, "<", tol, "no run in the regime")
-        labels = [f"{lab}, lambda {lam:.3g}" for lab, lam in zip(run_labels(run), lambdas(run.results))]
+        labels = [f"{lab}, lambda {lam:.3g}" for lab, lam in zip(run_labels(run), run_lambdas(run))]
         status = np.asarray(run.results["status_name"].values).astype(str)
         converged = int(np.sum(status == "converged"))
         note = f"{converged} of {status.size} runs of the cell reached loss < stop.loss_tol"
@@ -292,14 +281,13 @@ class ChistikovTheorem7(Theorem):
 
     def _angle_trend(self, run) -> list[Verdict]:
         recorded = final(run.results, "max_angle")
-        weighted = weighted_max_angles(run.results, [dataset_of(run, r) for r in range(n_runs(run))],
-                                       self.weight_rel)
+        weighted = weighted_max_angles(run.results, run.data, self.weight_rel)
         what = f"with |a_j| ||w_j|| >= {self.weight_rel:g} sum_k |a_k| ||w_k||"
         return (self._trend(run, recorded, "max angle between active neurons")
                 + self._trend(run, weighted, f"max angle between active neurons {what}"))
 
     def _trend(self, run, angle, what: str) -> list[Verdict]:
-        grid, med = by_lambda(run.results, angle)
+        grid, med = group_by_lambda(run_lambdas(run), angle)
         keep = grid <= self.small_lambda_max
         g, a = grid[keep], med[keep]
         table = ", ".join(f"{x:.3g}: {y:.3g}" for x, y in zip(g, a))
@@ -331,7 +319,7 @@ class ChistikovTheorem7(Theorem):
 
     def _rank_one(self, run, what: str) -> Verdict:
         res = run.results
-        lam = lambdas(res)
+        lam = run_lambdas(run)
         at = np.flatnonzero(lam == lam.min())
         vn = np.array([v_star_norm(run, r) for r in at])
         if what == "W.nuclear":
@@ -344,7 +332,7 @@ class ChistikovTheorem7(Theorem):
         if value is None:
             return compare(self.title, "prediction", statement, None, "<=", tol, "not recorded")
         gap = np.abs(value[at] - target) / target
-        labels = [f"run {r}, trial {trial_of(run, r)}" for r in at]
+        labels = [f"run {r}, trial {run.runs[r].trial}" for r in at]
         notes = [f"value {value[r]:.8g}" for r in at]
         return over_runs(self.title, "prediction", statement, gap, "<=", tol, labels=labels, run_notes=notes,
                          where=f"at lambda = {lam.min():.3g}")
@@ -355,17 +343,18 @@ class ChistikovTheorem7(Theorem):
         if bal is None:
             return compare(self.title, "prediction", statement, None, "<=", None, "not recorded")
         worst = np.nanmax(bal, axis=1)
-        if method_kind(run) == "gf":
-            rtol = _method_field(run, "rtol", 1e-6)
+        method = run.spec.method
+        if method.kind == "gf":
+            rtol = method.rtol
             size = np.nanmax(curve(run.results, "param_norm") ** 2, axis=1)
             bound = self.balancedness_gf_factor * rtol * size
             note = (f"gradient flow: conserved exactly; bound {self.balancedness_gf_factor:g} x rtol "
                     f"({rtol:g}) x max_t ||theta||^2 (the solver's allowance)")
         else:
             l0 = curve(run.results, "loss")[:, 0]
-            lr = np.array([method_lr(run, r) or math.nan for r in range(n_runs(run))])
+            lr = np.array([getattr(spec.method, "lr", None) or math.nan for spec in run.runs])
             bound = self.balancedness_gd_factor * lr * l0
-            note = f"{method_kind(run)}: drift <= {self.balancedness_gd_factor:g} x lr x L(0) (descent lemma)"
+            note = f"{method.kind}: drift <= {self.balancedness_gd_factor:g} x lr x L(0) (descent lemma)"
         return over_runs(self.title, "prediction", statement, worst, "<=", bound, labels=run_labels(run),
                          where="along training", note=note)
 
@@ -443,26 +432,26 @@ class ChistikovTheorem8(Theorem):
         return "Chistikov et al. 2023, Theorem 8"
 
     def _ref(self, run, r) -> dict:
-        ds = dataset_of(run, r)
+        ds = run.data[r]
         return chistikov_reference(ds.X, ds.info["v_star"], ds.y, m_exact_max_d=self.m_exact_max_d,
                                    min_norm_max_n=self.min_norm_max_n, seed=self.seed)
 
     def _label(self, run, r, text: str) -> str:
-        return text + (f" (trial {trial_of(run, r)})" if len(_trials(run)) > 1 else "")
+        return text + (f" (trial {run.runs[r].trial})" if len(_trials(run)) > 1 else "")
 
     def assumptions(self, run) -> list[Verdict]:
         out = []
         ok, notes = [], []
         for r in _trials(run):
-            ds = dataset_of(run, r)
+            ds = run.data[r]
             square = ds.n == ds.d
             cond = float(np.linalg.cond(ds.X)) if square else math.inf
             ok.append(square and cond < 1e12)
-            notes.append(f"trial {trial_of(run, r)}: n = {ds.n}, d = {ds.d}, cond(X) = {cond:.3g}")
+            notes.append(f"trial {run.runs[r].trial}: n = {ds.n}, d = {ds.d}, cond(X) = {cond:.3g}")
         out.append(flag(self.title, "assumption", "n = d and X invertible", all(ok), "; ".join(notes)))
         worst, resid = [], 0.0
         for r in _trials(run):
-            ds = dataset_of(run, r)
+            ds = run.data[r]
             v = ds.info.get("v_star")
             if v is None:
                 out.append(flag(self.title, "assumption", "teacher labels", None, "no v_star recorded"))
@@ -472,8 +461,7 @@ class ChistikovTheorem8(Theorem):
         out.append(compare(self.title, "assumption", "labels y_i = [<v*, x_i>]_+ with every <v*, x_i> > 0: "
                            "min_i cos angle(v*, x_i)", min(worst), ">", 0.0,
                            f"max |y_i - [<v*, x_i>]_+| = {resid:.2g}"))
-        model = model_of(run)
-        width = getattr(model, "width", None)
+        width = getattr(run.spec.model, "width", None)
         out.append(compare(self.title, "assumption", "width m > 1", width, ">", 1))
         out.append(relu_net_verdict(self.title, run, balanced=True))
         for r in _trials(run):
@@ -489,7 +477,7 @@ class ChistikovTheorem8(Theorem):
     def predictions(self, run) -> list[Verdict]:
         out = []
         for r in _trials(run):
-            ds = dataset_of(run, r)
+            ds = run.data[r]
             if ds.n == ds.d:
                 out.extend(self._dataset_predictions(run, r))
         return out
@@ -522,8 +510,8 @@ class ChistikovTheorem8(Theorem):
         else:
             add("sign of M decides min-norm", None, "<=", self.norm_tol, note + "; sign of M unknown")
         learned = theta_sq(run.results)
-        lam = lambdas(run.results)
-        same = np.array([trial_of(run, k) == trial_of(run, r) for k in range(n_runs(run))])
+        lam = run_lambdas(run)
+        same = np.array([spec.trial == run.runs[r].trial for spec in run.runs])
         runs = np.flatnonzero((lam == lam.min()) & same)
         if learned is None or runs.size == 0:
             return out
@@ -534,7 +522,7 @@ class ChistikovTheorem8(Theorem):
         if sign > 0 and np.isfinite(mn):
             add("M > 0 => GF does not find a min-norm interpolator: (learned - min ||theta||^2) / min",
                 value / mn - 1.0, ">=", self.norm_tol, f"learned {value:.8g}, min {mn:.8g}")
-        ds = dataset_of(run, r)
+        ds = run.data[r]
         v = ds_angle(ds, ds.info["v_star"])
         if v >= self.rank_one_max_angle:
             why = (f"largest angle between v* and an x_i {v:.4g} rad >= {self.rank_one_max_angle:.4g} "
@@ -579,7 +567,7 @@ class BoursierOrthogonal(Theorem):
     def assumptions(self, run) -> list[Verdict]:
         worst = []
         for r in _trials(run):
-            X = dataset_of(run, r).X
+            X = run.data[r].X
             nx = np.linalg.norm(X, axis=1)
             C = np.abs(X @ X.T) / np.outer(nx, nx)
             worst.append(float(np.max(C - np.diag(np.diag(C)), initial=0.0)))
@@ -596,16 +584,12 @@ class BoursierOrthogonal(Theorem):
 
         statement = ("coverage at init: some neuron with a_j > 0 (a_j < 0) is active on every input with "
                      "y_i > 0 (y_i < 0)")
-        model = model_of(run)
-        if model is None or "seed" not in run.results.coords:
-            return flag(self.title, "assumption", statement, None, "the init cannot be recomputed")
         missing, seen = [], set()
-        for r in range(n_runs(run)):
-            ds = dataset_of(run, r)
-            seed = int(np.asarray(run.results["seed"].values).reshape(-1)[r])
-            if (seed, trial_of(run, r)) in seen:  # the pattern does not depend on lambda
+        for r, spec in enumerate(run.runs):
+            ds, model, seed = run.data[r], spec.model, spec.seed
+            if (seed, spec.trial) in seen:  # the pattern does not depend on lambda
                 continue
-            seen.add((seed, trial_of(run, r)))
+            seen.add((seed, spec.trial))
             theta, const = model.init(jax.random.PRNGKey(seed), ds.d, 1.0)
             W, a = np.asarray(theta["W"]), np.asarray(model.outer(theta, const))
             active = ds.X @ W.T > 0
@@ -620,12 +604,12 @@ class BoursierOrthogonal(Theorem):
         """The closed-form minimum ||theta||^2 of every run's data."""
         from implicitbias.reference import orthogonal_min_norm
 
-        cache: dict[int, float] = {}
+        cache: dict[str, float] = {}
         out = []
-        for r in range(n_runs(run)):
-            t = trial_of(run, r)
+        for r in range(run.n_runs):
+            t = run.runs[r].data_key()
             if t not in cache:
-                ds = dataset_of(run, r)
+                ds = run.data[r]
                 cache[t] = orthogonal_min_norm(ds.X, ds.y, tol=max(self.orth_tol, 1e-10)).theta_sq_norm
             out.append(cache[t])
         return np.asarray(out)
@@ -641,16 +625,16 @@ class BoursierOrthogonal(Theorem):
             return out + [compare(self.title, "prediction", "learned ||theta||^2 -> 2 (||v_+|| + ||v_-||)",
                                   None, "<=", self.norm_tol, str(exc))]
         gap = (theta_sq(res) - mins) / mins
-        lam = lambdas(res)
+        lam = run_lambdas(run)
         at = np.flatnonzero(lam == lam.min())
         statement = ("learned ||theta||^2 -> closed-form min 2 (||v_+|| + ||v_-||): relative gap at the "
                      "smallest lambda")
         out.append(over_runs(
             self.title, "prediction", statement, gap[at], "<=", self.norm_tol,
             where=f"at lambda = {lam.min():.3g}",
-            labels=[f"run {r}, trial {trial_of(run, r)}" for r in at],
+            labels=[f"run {r}, trial {run.runs[r].trial}" for r in at],
             run_notes=[f"learned {theta_sq(res)[r]:.6g}, min {mins[r]:.6g}" for r in at]))
-        grid, med = by_lambda(res, gap)
+        grid, med = group_by_lambda(lam, gap)
         if grid.size >= 2:
             statement = "the gap shrinks as lambda decreases: median gap, smallest lambda < largest lambda"
             out.append(compare(self.title, "prediction", statement, med[0], "<", med[-1],

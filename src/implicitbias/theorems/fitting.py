@@ -8,7 +8,8 @@ A cell's results are an `xarray.Dataset` over (run, checkpoint) (see `implicitbi
 - `curve`, `final`, `initial`: a metric over (run, checkpoint), its last finite value, its first value;
 - `over_runs`: the verdict on the worst run of a cell (every theorem reports the worst case over runs);
 - `flag`: a verdict on a yes/no condition (an activation, a loss, the structure of the outer layer);
-- `dataset_of`, `run_value`, `model_of`, `loss_of`, `method_kind`: what a `RunContext` says about run r.
+- `run_labels`: a label per run of a `RunContext`.  Everything else about run r is read from its spec,
+  `run.runs[r]`, and its data, `run.data[r]` (see `theorems.base.RunContext`).
 """
 
 from __future__ import annotations
@@ -142,83 +143,7 @@ def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
-# -- what a RunContext says about run r ---------------------------------------------------------------
-def n_runs(run) -> int:
-    return int(run.results.sizes["run"])
-
-
-def trial_of(run, r: int) -> int:
-    res = run.results
-    if "trial" in res.coords:
-        return int(np.asarray(res["trial"].values).reshape(-1)[r])
-    data = run.data
-    if isinstance(data, list | tuple) and len(data) == n_runs(run) and len(data) > 1:
-        return r
-    return 0
-
-
-def dataset_of(run, r: int):
-    """The training data of run r (`run.data` is one Dataset, or a list indexed by the `trial` coord)."""
-    data = run.data
-    if isinstance(data, list | tuple):
-        return data[min(trial_of(run, r), len(data) - 1)]
-    return data
-
-
-def run_value(run, r: int, coord: str, default=None):
-    """A batched hyper-parameter of run r (coords `lr`, `init_scale`, `model.gamma`, ...) or `default`."""
-    res = run.results
-    if coord in res.coords and "run" in res[coord].dims:
-        return np.asarray(res[coord].values).reshape(-1)[r].item()
-    return default
-
-
+# -- labels ------------------------------------------------------------------------------------------
 def run_labels(run) -> list[str]:
-    out = []
-    for r in range(n_runs(run)):
-        seed = run_value(run, r, "seed")
-        out.append(f"run {r}" + (f", seed {seed}" if seed is not None else ""))
-    return out
-
-
-def model_of(run):
-    """The model spec of the cell (`run.model`, else validated from config['model']), or None."""
-    if run.model is not None:
-        return run.model
-    cfg = (run.config or {}).get("model")
-    if cfg is None:
-        return None
-    import pydantic
-
-    from implicitbias.models import AnyModel
-
-    return pydantic.TypeAdapter(AnyModel).validate_python(cfg)
-
-
-def loss_of(run):
-    """The loss spec of the cell (`run.loss`, else from config['loss']), or None."""
-    if run.loss is not None:
-        return run.loss
-    cfg = (run.config or {}).get("loss")
-    if cfg is None:
-        return None
-    from implicitbias.losses import Loss
-
-    return Loss(**cfg)
-
-
-def method_kind(run) -> str | None:
-    """'gd', 'sgd', 'normalized_gd' or 'gf', or None if the cell does not say."""
-    if run.method is not None:
-        return getattr(run.method, "kind", None)
-    return ((run.config or {}).get("method") or {}).get("kind")
-
-
-def method_lr(run, r: int) -> float | None:
-    lr = run_value(run, r, "lr")
-    if lr is not None:
-        return float(lr)
-    if run.method is not None and hasattr(run.method, "lr"):
-        return float(run.method.lr)
-    lr = ((run.config or {}).get("method") or {}).get("lr")
-    return None if lr is None else float(lr)
+    """A label per run of a `RunContext` (its position and init seed), for the notes of `over_runs`."""
+    return [f"run {r}, seed {spec.seed}" for r, spec in enumerate(run.runs)]

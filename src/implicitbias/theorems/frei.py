@@ -31,42 +31,28 @@ from implicitbias.data.stats import near_orthogonality
 from implicitbias.models.activations import activation
 from implicitbias.models.two_layer import TwoLayer
 from implicitbias.theorems.base import Theorem, Verdict
-from implicitbias.theorems.fitting import (
-    curve,
-    dataset_of,
-    final,
-    flag,
-    initial,
-    loss_of,
-    method_kind,
-    method_lr,
-    model_of,
-    n_runs,
-    over_runs,
-    run_labels,
-    run_value,
-    trial_of,
-)
+from implicitbias.theorems.fitting import curve, final, flag, initial, over_runs, run_labels
 
 CONDITION = "R_min^2 >= {C:g} gamma^-3 R^2 n max_(i!=j) |<x_i,x_j>|"
 
 
 # -- shared pieces ---------------------------------------------------------------------------------
 def leaky_slope(run, r: int) -> float | None:
-    """gamma of run r (a batched `model.gamma` coord overrides the model's); identity counts as gamma = 1."""
-    model = model_of(run)
-    if model is None or not hasattr(model, "gamma"):
+    """gamma of run r (its model's `gamma`); identity counts as gamma = 1; None for a model without one."""
+    model = run.runs[r].model
+    if not hasattr(model, "gamma"):
         return None
     if getattr(model, "activation", None) == "identity":
         return 1.0
-    return float(run_value(run, r, "model.gamma", model.gamma))
+    return float(model.gamma)
 
 
 def _stats(run, r: int, cache: dict):
-    t = trial_of(run, r)
-    if t not in cache:
-        cache[t] = near_orthogonality(dataset_of(run, r).X)
-    return cache[t]
+    """Near-orthogonality statistics of run r's data, computed once per data set (spec and seed)."""
+    key = run.runs[r].data_key()
+    if key not in cache:
+        cache[key] = near_orthogonality(run.data[r].X)
+    return cache[key]
 
 
 def condition_verdict(
@@ -76,7 +62,7 @@ def condition_verdict(
     run's data (C = 3 in Theorem 3.2), both sides printed, worst run reported."""
     cache: dict = {}
     lhs, rhs, notes = [], [], []
-    for r in range(n_runs(run)):
+    for r in range(run.n_runs):
         s, g = _stats(run, r, cache), leaky_slope(run, r)
         need = C * s.R**2 * s.n * s.max_inner
         lhs.append(s.frei_lhs)
@@ -105,10 +91,9 @@ def condition_verdict(
 
 
 def activation_verdict(theorem: str, run, allowed: tuple[str, ...], statement: str) -> Verdict:
-    model = model_of(run)
-    name = getattr(model, "activation", None)
-    gammas = {leaky_slope(run, r) for r in range(n_runs(run))}
-    ok = None if model is None else (name in allowed and all(g is not None and 0 < g <= 1 for g in gammas))
+    name = getattr(run.spec.model, "activation", None)
+    gammas = {leaky_slope(run, r) for r in range(run.n_runs)}
+    ok = name in allowed and all(g is not None and 0 < g <= 1 for g in gammas)
     return flag(
         theorem,
         "assumption",
@@ -127,20 +112,20 @@ def outer_signs(run, r: int) -> np.ndarray | None:
 
 def outer_layer_verdict(theorem: str, run, equal_halves: bool = False) -> Verdict:
     """Fixed outer layer a_j = +-c (both signs present; Kou: m1 = m2), no hidden bias."""
-    model = model_of(run)
+    model = run.spec.model
     statement = (
         "outer layer fixed, a_j = +-c in two equal halves (m1 = m2; Kou: c = 1/m), no bias"
         if equal_halves
         else "outer layer fixed, a_j = +-c with both signs present (m1, m2 >= 1), no bias"
     )
-    if model is None or not hasattr(model, "train_outer"):
+    if not hasattr(model, "train_outer"):
         return flag(theorem, "assumption", statement, None, "no two-layer model in this cell")
     if model.train_outer or model.bias:
         return flag(
             theorem, "assumption", statement, False, f"train_outer = {model.train_outer}, bias = {model.bias}"
         )
     worst, ok = "", True
-    for r in range(n_runs(run)):
+    for r in range(run.n_runs):
         a = outer_signs(run, r)
         if a is None:
             return flag(theorem, "assumption", statement, None, "const.a not stored")
@@ -154,15 +139,8 @@ def outer_layer_verdict(theorem: str, run, equal_halves: bool = False) -> Verdic
 
 
 def loss_verdict(theorem: str, run, allowed=("logistic", "exponential")) -> Verdict:
-    loss = loss_of(run)
-    name = None if loss is None else loss.name
-    return flag(
-        theorem,
-        "assumption",
-        f"loss is {' or '.join(allowed)}",
-        None if loss is None else name in allowed,
-        f"loss = {name}",
-    )
+    name = run.spec.loss.name
+    return flag(theorem, "assumption", f"loss is {' or '.join(allowed)}", name in allowed, f"loss = {name}")
 
 
 def two_layer_outputs(model, gamma: float, W, a, X, chunk: int = 256) -> np.ndarray:
@@ -174,8 +152,8 @@ def two_layer_outputs(model, gamma: float, W, a, X, chunk: int = 256) -> np.ndar
     return np.concatenate(out) if out else np.zeros(0)
 
 
-def _two_layer(run) -> TwoLayer | None:
-    model = model_of(run)
+def _two_layer(run, r: int) -> TwoLayer | None:
+    model = run.runs[r].model
     return model if isinstance(model, TwoLayer) else None
 
 
@@ -194,8 +172,7 @@ def _first_below(run, r: int, threshold: float) -> float:
 
 
 def _threshold(run, r: int) -> float:
-    loss = loss_of(run)
-    return (loss.value_at_zero if loss is not None else math.log(2.0)) / dataset_of(run, r).n
+    return run.runs[r].loss.value_at_zero / run.data[r].n
 
 
 # -- Theorem 3.2 -----------------------------------------------------------------------------------
@@ -284,13 +261,13 @@ class FreiTheorem32(Theorem):
 
     # (2) global optimality, necessary condition ----------------------------------------------------
     def _optimum(self, run) -> Verdict:
-        model, ratios = _two_layer(run), []
-        for r in range(n_runs(run)):
-            W, a, g = _stored_W(run, r), outer_signs(run, r), leaky_slope(run, r)
+        ratios = []
+        for r in range(run.n_runs):
+            W, a, g, model = _stored_W(run, r), outer_signs(run, r), leaky_slope(run, r), _two_layer(run, r)
             if W is None or a is None or model is None or g is None:
                 ratios.append(math.nan)
                 continue
-            ds = dataset_of(run, r)
+            ds = run.data[r]
             Wb = W.copy()
             for group in (a > 0, a < 0):
                 if group.any():
@@ -315,7 +292,7 @@ class FreiTheorem32(Theorem):
     # (3) neurons of one sign coincide --------------------------------------------------------------
     def _groups(self, run) -> Verdict:
         spread = []
-        for r in range(n_runs(run)):
+        for r in range(run.n_runs):
             W, a = _stored_W(run, r), outer_signs(run, r)
             if W is None or a is None:
                 spread.append(math.nan)
@@ -342,7 +319,7 @@ class FreiTheorem32(Theorem):
     # (4) linear decision boundary -----------------------------------------------------------------
     def _linear_boundary(self, run) -> Verdict:
         statement = "(4) linear decision boundary: sign f(x; W) = sign <z, x>, z = W^T a (fraction of inputs)"
-        ds0 = dataset_of(run, 0)
+        ds0 = run.data[0]
         recorded = final(run.results, "linear_agreement")
         if ds0.X_test is not None and recorded is not None:
             return over_runs(
@@ -355,9 +332,10 @@ class FreiTheorem32(Theorem):
                 labels=run_labels(run),
                 note=f"on the {len(ds0.X_test)} test inputs",
             )
-        model, agree = _two_layer(run), []
-        for r in range(n_runs(run)):
-            W, a, g, ds = _stored_W(run, r), outer_signs(run, r), leaky_slope(run, r), dataset_of(run, r)
+        agree = []
+        for r in range(run.n_runs):
+            W, a, g, ds = _stored_W(run, r), outer_signs(run, r), leaky_slope(run, r), run.data[r]
+            model = _two_layer(run, r)
             if W is None or a is None or model is None or g is None:
                 agree.append(math.nan)
                 continue
@@ -384,14 +362,14 @@ class FreiTheorem32(Theorem):
         res, svm, issues = run.results, {}, []
         zm = final(res, "z_margin")
         ratio, bound, notes = [], [], []
-        for r in range(n_runs(run)):
-            t, ds = trial_of(run, r), dataset_of(run, r)
+        for r in range(run.n_runs):
+            t, ds = run.runs[r].data_key(), run.data[r]
             if t not in svm:
                 try:
                     svm[t] = max_margin_svm(ds.X, ds.y).margin
                 except (NotSeparableError, ReferenceSolverError) as exc:
                     svm[t] = math.nan
-                    issues.append(f"SVM of trial {t}: {exc}")
+                    issues.append(f"SVM of trial {run.runs[r].trial}: {exc}")
             W, a, g = _stored_W(run, r), outer_signs(run, r), leaky_slope(run, r)
             if zm is not None:
                 z_margin = zm[r]
@@ -443,18 +421,17 @@ class FreiLemma33(Theorem):
 
     def assumptions(self, run) -> list[Verdict]:
         T = self.title
-        data = (run.config or {}).get("data") or {}
-        name = data.get("name")
+        names = sorted({spec.data.name for spec in run.runs})
         gauss = flag(
             T,
             "assumption",
             "inputs x_i ~ N(0, s^2 I_d) (isotropic Gaussian)",
-            None if name is None else name == "nearly_orthogonal",
-            f"data = {name or 'not in the config'}",
+            names == ["nearly_orthogonal"],
+            f"data = {', '.join(names)}",
         )
         n, bound, notes = [], [], []
-        for r in range(n_runs(run)):
-            ds, g = dataset_of(run, r), leaky_slope(run, r)
+        for r in range(run.n_runs):
+            ds, g = run.data[r], leaky_slope(run, r)
             n.append(ds.n)
             notes.append(f"gamma = {g}, d = {ds.d}")
             bound.append(math.nan if g is None else self.c * g**3 * math.sqrt(ds.d / math.log(max(ds.n, 2))))
@@ -506,13 +483,13 @@ class FreiTheorem34(Theorem):
 
     def predictions(self, run) -> list[Verdict]:
         loss = final(run.results, "loss")
-        thresholds = [_threshold(run, r) for r in range(n_runs(run))]
-        firsts = [_first_below(run, r, thresholds[r]) for r in range(n_runs(run))]
+        thresholds = [_threshold(run, r) for r in range(run.n_runs)]
+        firsts = [_first_below(run, r, thresholds[r]) for r in range(run.n_runs)]
         notes = [
             f"first below at t = {f:.4g}" if math.isfinite(f) else "never below at a checkpoint"
             for f in firsts
         ]
-        kind = method_kind(run)
+        kind = run.spec.method.kind
         return [
             over_runs(
                 self.title,
@@ -523,7 +500,7 @@ class FreiTheorem34(Theorem):
                 thresholds,
                 labels=run_labels(run),
                 run_notes=notes,
-                note="" if kind in (None, "gf") else f"method {kind}: t = lr k stands for GF time",
+                note="" if kind == "gf" else f"method {kind}: t = lr k stands for GF time",
             )
         ]
 
@@ -562,7 +539,7 @@ class FreiTheorem42(Theorem):
 
     def assumptions(self, run) -> list[Verdict]:
         T = self.title
-        kind = method_kind(run)
+        kind = run.spec.method.kind
         out = [
             condition_verdict(T, run, C=self.data_constant),
             activation_verdict(
@@ -577,17 +554,14 @@ class FreiTheorem42(Theorem):
                 T,
                 "assumption",
                 "method is gradient descent (fixed step)",
-                None if kind is None else kind == "gd",
+                kind == "gd",
                 f"method = {kind}",
             ),
             self._step_size(run),
             self._small_init(run),
         ]
         if self.omega_max is not None:
-            scales = [
-                run_value(run, r, "init_scale", (run.config or {}).get("init_scale", math.nan))
-                for r in range(n_runs(run))
-            ]
+            scales = [spec.init_scale for spec in run.runs]
             out.append(
                 over_runs(
                     T,
@@ -604,9 +578,9 @@ class FreiTheorem42(Theorem):
 
     def _step_size(self, run) -> Verdict:
         lrs, bounds = [], []
-        for r in range(n_runs(run)):
+        for r in range(run.n_runs):
             a, g = outer_signs(run, r), leaky_slope(run, r)
-            lr, ds = method_lr(run, r), dataset_of(run, r)
+            lr, ds = getattr(run.runs[r].method, "lr", None), run.data[r]
             if a is None or g is None or lr is None:
                 lrs.append(math.nan if lr is None else lr)
                 bounds.append(math.nan)
@@ -631,9 +605,9 @@ class FreiTheorem42(Theorem):
         res = run.results
         w0, step0 = initial(res, "W.frobenius"), initial(res, "step")
         ratios = []
-        for r in range(n_runs(run)):
+        for r in range(run.n_runs):
             a, g = outer_signs(run, r), leaky_slope(run, r)
-            lr, ds = method_lr(run, r), dataset_of(run, r)
+            lr, ds = getattr(run.runs[r].method, "lr", None), run.data[r]
             if w0 is None or a is None or g is None or lr is None or (step0 is not None and step0[r] != 0):
                 ratios.append(math.nan)
                 continue
@@ -679,7 +653,7 @@ class FreiTheorem42(Theorem):
         if srank is None or step is None:
             return over_runs(self.title, "prediction", statement, None, "<=", self.srank_max)
         worst, notes = [], []
-        for r in range(n_runs(run)):
+        for r in range(run.n_runs):
             later = step[r] >= 1
             worst.append(float(np.nanmax(srank[r][later])) if later.any() else math.nan)
             W = _stored_W(run, r)

@@ -15,20 +15,7 @@ import pydantic
 
 from implicitbias.data.stats import near_orthogonality
 from implicitbias.theorems.base import Theorem, Verdict
-from implicitbias.theorems.fitting import (
-    curve,
-    dataset_of,
-    final,
-    fitted_slope,
-    flag,
-    late_window,
-    method_kind,
-    model_of,
-    n_runs,
-    over_runs,
-    run_labels,
-    trial_of,
-)
+from implicitbias.theorems.fitting import curve, final, fitted_slope, flag, late_window, over_runs, run_labels
 from implicitbias.theorems.frei import activation_verdict, loss_verdict, outer_layer_verdict
 
 
@@ -66,7 +53,7 @@ class KouTheorem(Theorem):
 
     def assumptions(self, run) -> list[Verdict]:
         T = self.title
-        kind = method_kind(run)
+        kind = run.spec.method.kind
         return [
             self._condition(run),
             activation_verdict(T, run, ("relu", "leaky_relu"), "activation is ReLU or leaky ReLU"),
@@ -76,18 +63,18 @@ class KouTheorem(Theorem):
                 T,
                 "assumption",
                 "method is gradient descent (GF: its small-step limit)",
-                None if kind is None else kind in ("gd", "gf"),
+                kind in ("gd", "gf"),
                 f"method = {kind}",
             ),
         ]
 
     def _condition(self, run) -> Verdict:
         cache, lhs, rhs, notes = {}, [], [], []
-        for r in range(n_runs(run)):
-            t = trial_of(run, r)
-            if t not in cache:
-                cache[t] = near_orthogonality(dataset_of(run, r).X, C_kou=self.C)
-            s = cache[t]
+        for r in range(run.n_runs):
+            key = run.runs[r].data_key()
+            if key not in cache:
+                cache[key] = near_orthogonality(run.data[r].X, C_kou=self.C)
+            s = cache[key]
             lhs.append(s.kou_lhs)
             rhs.append(s.kou_rhs)
             notes.append(f"binding point i = {s.kou_index}; holds for C <= {s.kou_C_max:.4g}")
@@ -107,8 +94,7 @@ class KouTheorem(Theorem):
         T, res, labels = self.title, run.results, run_labels(run)
         over = functools.partial(over_runs, T, "prediction", labels=labels)
         srank = final(res, "W.stable_rank")
-        model = model_of(run)
-        if getattr(model, "activation", None) == "relu":
+        if getattr(run.spec.model, "activation", None) == "relu":
             rank = over(
                 f"ReLU: srank(W) bounded by a constant (<= {self.relu_bound:g})", srank, "<=", self.relu_bound
             )
@@ -156,9 +142,9 @@ class KouTheorem(Theorem):
     def _fits(self, run, name: str, log_y: bool) -> list[tuple[float, float]]:
         y, time = curve(run.results, name), curve(run.results, "time")
         if y is None or time is None:
-            return [(math.nan, math.nan)] * n_runs(run)
+            return [(math.nan, math.nan)] * run.n_runs
         out = []
-        for r in range(n_runs(run)):
+        for r in range(run.n_runs):
             keep = late_window(time[r], self.late_fraction)
             with np.errstate(divide="ignore", invalid="ignore"):
                 yy = np.log(y[r][keep]) if log_y else y[r][keep]

@@ -23,16 +23,7 @@ import numpy as np
 import pydantic
 
 from implicitbias.theorems.base import Theorem, Verdict
-from implicitbias.theorems.fitting import (
-    curve,
-    dataset_of,
-    flag,
-    loss_of,
-    model_of,
-    n_runs,
-    over_runs,
-    run_labels,
-)
+from implicitbias.theorems.fitting import curve, flag, over_runs, run_labels
 from implicitbias.theorems.frei import loss_verdict
 
 
@@ -72,13 +63,13 @@ class LyuLiMonotoneMargin(Theorem):
         return "Lyu & Li 2020, Theorem 4.1"
 
     def assumptions(self, run) -> list[Verdict]:
-        model = model_of(run)
-        degree = None if model is None else model.homogeneity
+        model = run.spec.model
+        degree = model.homogeneity
         homog = flag(
             self.title,
             "assumption",
             "the model is L_h-homogeneous, f(x; c theta) = c^L_h f(x; theta)",
-            None if model is None else degree is not None,
+            degree is not None,
             f"L_h = {degree}"
             if degree is not None
             else f"model {getattr(model, 'kind', None)} is not "
@@ -87,7 +78,7 @@ class LyuLiMonotoneMargin(Theorem):
         return [homog, loss_verdict(self.title, run)]
 
     def predictions(self, run) -> list[Verdict]:
-        res, model, loss = run.results, model_of(run), loss_of(run)
+        res, model, loss = run.results, run.spec.model, run.spec.loss
         L, rho, gbar = curve(res, "loss"), curve(res, "param_norm"), curve(res, "normalized_margin")
         statements = (
             "smoothed normalised margin gamma_tilde is non-decreasing once L < l(0)/n "
@@ -96,20 +87,15 @@ class LyuLiMonotoneMargin(Theorem):
             "(max relative shortfall of gamma_bar(t) below gamma_tilde(s), s <= t)",
         )
         over = functools.partial(over_runs, self.title, "prediction", labels=run_labels(run))
-        if (
-            model is None
-            or model.homogeneity is None
-            or loss is None
-            or loss.name not in ("logistic", "exponential")
-        ):
+        if model.homogeneity is None or loss.name not in ("logistic", "exponential"):
             why = "needs a homogeneous model and the logistic or exponential loss"
             return [over(s, None, "<=", self.rtol, note=why) for s in statements]
         if L is None or rho is None or gbar is None:
             return [over(s, None, "<=", self.rtol) for s in statements]
         labels, tilde_drop, short, notes, vacuous = run_labels(run), [], [], [], []
         keep = []
-        for r in range(n_runs(run)):
-            n = dataset_of(run, r).n
+        for r in range(run.n_runs):
+            n = run.data[r].n
             below = np.flatnonzero(L[r] < loss.value_at_zero / n)
             if below.size == 0:
                 vacuous.append(labels[r])
@@ -131,7 +117,7 @@ class LyuLiMonotoneMargin(Theorem):
             return [
                 over(
                     s,
-                    [math.nan] * n_runs(run),
+                    [math.nan] * run.n_runs,
                     "<=",
                     self.rtol,
                     where="",

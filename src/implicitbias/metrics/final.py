@@ -1,0 +1,27 @@
+"""Named metrics of a finished run computed once on the host from its final parameters and data, and
+stored beside the recorded ones (variables over `run`, no checkpoint axis).  Each is recomputable from
+the stored parameters and data (`implicitbias.training.recompute`).
+
+weighted_max_angle: `implicitbias.metrics.neurons.weighted_max_angle` (two-layer networks).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from implicitbias.metrics.neurons import weighted_max_angle
+
+
+def final_metrics(model, theta: dict, data) -> dict[str, float]:
+    """{name: value} for one run: `theta` its final parameters (NumPy arrays), `data` its Dataset."""
+    out: dict[str, float] = {}
+    if model.kind == "two_layer" and "W" in theta and "a" in theta:
+        out["weighted_max_angle"] = weighted_max_angle(theta["W"], theta["a"], data.X)
+    return out
+
+
+def final_metrics_of(model, ds, data) -> dict[str, np.ndarray]:
+    """`final_metrics` of the single run stored in `ds` (its `theta.*` and `const.*` variables)."""
+    theta = {k[len("theta."):]: ds[k].values[0] for k in ds.data_vars if k.startswith("theta.")}
+    theta.update({k[len("const."):]: ds[k].values[0] for k in ds.data_vars if k.startswith("const.")})
+    return {k: np.asarray([v]) for k, v in final_metrics(model, theta, data).items()}

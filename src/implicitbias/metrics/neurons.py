@@ -1,0 +1,30 @@
+"""Quantities of the neurons of a trained two-layer network, computed on the host from final parameters.
+
+`weighted_max_angle` is the largest angle between active neurons that carry weight (Chistikov et al.
+2023, Figure 1 read on the neurons that matter): neuron j is active when <w_j, x_i> > 0 for some
+training input, and carries weight when |a_j| ||w_j|| >= rel x sum_k |a_k| ||w_k||.  Angles are
+2 atan2(||u - v||, ||u + v||) of the unit vectors, accurate down to 1e-8 rad.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: the share of sum_k |a_k| ||w_k|| below which a neuron is said to carry no weight
+WEIGHT_REL = 1e-6
+
+
+def weighted_max_angle(W, a, X, rel: float = WEIGHT_REL) -> float:
+    """The max angle (rad) between active neurons carrying weight; 0 with fewer than two of them."""
+    W = np.asarray(W, dtype=np.float64)
+    a = np.asarray(a, dtype=np.float64).reshape(-1)
+    norms = np.linalg.norm(W, axis=1)
+    weight = np.abs(a) * norms
+    keep = np.any(np.asarray(X) @ W.T > 0, axis=0) & (weight >= rel * weight.sum()) & (norms > 0)
+    U = W[keep] / norms[keep, None]
+    best = 0.0
+    for i in range(U.shape[0] - 1):
+        diff = np.linalg.norm(U[i + 1:] - U[i], axis=1)
+        summ = np.linalg.norm(U[i + 1:] + U[i], axis=1)
+        best = max(best, float(np.max(2.0 * np.arctan2(diff, summ))))
+    return best

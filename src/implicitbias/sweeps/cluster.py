@@ -1,0 +1,157 @@
+"""Where a sweep's tasks run: a Dask distributed client, from a laptop to a SLURM/PBS cluster.
+
+- `local_client(n)`: a `LocalCluster` of n single-threaded worker processes on this machine, each
+  pinned to its own core (JAX ignores XLA's thread flags; one pinned single-threaded process per
+  core keeps each at its solo speed), with BLAS and XLA limited to one thread;
+- `connect(address)`: a running Dask scheduler (`--scheduler tcp://host:8786`);
+- `jobqueue_client(file)`: a SLURM or PBS cluster through dask-jobqueue, from a YAML file:
+
+      kind: slurm          # or pbs
+      jobs: 4              # batch jobs to start (each runs `processes` workers)
+      cores: 16            # every other key is passed to dask_jobqueue.SLURMCluster / PBSCluster
+      processes: 16
+      memory: 64GB
+      walltime: "04:00:00"
+      queue: normal
+
+The same `implicitbias.sweeps.sweep.run_sweep` drives all three.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from implicitbias._spec import ConfigError
+
+#: environment of every worker process: one thread for BLAS and OpenMP (XLA's CPU backend ignores
+#: its thread flags: local workers are pinned to one core instead)
+SINGLE_THREAD_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
+def usable_cores() -> list[int]:
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+
+
+def _plugin_base():
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    return WorkerPlugin
+
+
+class PinToCore(_plugin_base()):
+    """A Dask worker plugin: pins worker i of a `LocalCluster` to core i (mod the usable cores), and
+    ends the worker if the process that started the sweep is gone (killed with SIGKILL, say), so no
+    orphaned worker keeps computing."""
+
+    name = "implicitbias-pin-to-core"
+
+    def __init__(self, cores: list[int], parent: int):
+        self.cores = cores
+        self.parent = parent
+
+    def setup(self, worker):
+        try:
+            index = int(worker.name)
+        except (TypeError, ValueError):
+            index = 0
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {self.cores[index % len(self.cores)]})
+        import threading
+
+        threading.Thread(target=_exit_with_parent, args=(self.parent,), daemon=True).start()
+
+    def teardown(self, worker):
+        pass
+
+
+def _exit_with_parent(parent: int) -> None:
+    import time
+
+    while True:
+        time.sleep(1.0)
+        try:
+            os.kill(parent, 0)
+        except ProcessLookupError:
+            os._exit(0)
+        except PermissionError:
+            pass
+
+
+def local_client(n_workers: int, *, dashboard: bool = False):
+    """A client of a fresh LocalCluster of `n_workers` single-threaded, pinned processes."""
+    from distributed import Client, LocalCluster
+
+    cores = usable_cores()
+    cluster = LocalCluster(
+        n_workers=n_workers, threads_per_worker=1, processes=True, env=dict(SINGLE_THREAD_ENV),
+        dashboard_address=":0" if dashboard and _has_bokeh() else None, silence_logs=40,
+    )
+    client = Client(cluster)
+    client.register_plugin(PinToCore(cores, os.getpid()))
+    return client
+
+
+def connect(address: str):
+    from distributed import Client
+
+    try:
+        return Client(address, timeout="20s")
+    except (OSError, TimeoutError) as exc:
+        raise ConfigError(f"--scheduler {address!r} is not reachable ({exc}): expected the address of a running "
+                          "Dask scheduler, e.g. tcp://host:8786") from None
+
+
+JOBQUEUE_KINDS = ("slurm", "pbs")
+
+
+def jobqueue_client(path: str | os.PathLike):
+    """A client of a dask-jobqueue cluster described by a YAML file (see the module docstring)."""
+    file = Path(path)
+    if not file.exists():
+        raise ConfigError(f"--cluster {str(file)!r} is not allowed: the file does not exist")
+    spec = yaml.safe_load(file.read_text()) or {}
+    if not isinstance(spec, dict):
+        raise ConfigError(f"--cluster {str(file)!r}: expected a YAML mapping with keys kind, jobs, cores, memory, ...")
+    kind = spec.pop("kind", None)
+    if kind not in JOBQUEUE_KINDS:
+        raise ConfigError(f"cluster.kind = {kind!r} (in {file}) is not allowed: expected one of {JOBQUEUE_KINDS}")
+    jobs = spec.pop("jobs", 1)
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ConfigError(f"cluster.jobs = {jobs!r} (in {file}) is not allowed: expected an integer >= 1")
+    import dask_jobqueue
+    from distributed import Client
+
+    cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}[kind]
+    prologue = [f"export {k}='{v}'" for k, v in SINGLE_THREAD_ENV.items()]
+    spec.setdefault("job_script_prologue", prologue)
+    try:
+        cluster = cls(**spec)
+    except TypeError as exc:
+        raise ConfigError(f"--cluster {file}: {exc} (the keys other than kind and jobs are dask-jobqueue's)") from None
+    cluster.scale(jobs=jobs)
+    return Client(cluster)
+
+
+def close(client) -> None:
+    """Close a client and, if it started one, its cluster."""
+    cluster = getattr(client, "cluster", None)
+    try:
+        client.close()
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def _has_bokeh() -> bool:
+    try:
+        import bokeh  # noqa: F401
+    except ImportError:
+        return False
+    return True

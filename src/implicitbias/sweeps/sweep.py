@@ -1,0 +1,225 @@
+"""Run a list of runs on Dask: each task trains one group of runs (one compiled call), and every run is
+stored the moment its task finishes.
+
+    outcome = run_sweep(runs, RunStore(DIR), workers=2)
+
+- runs already in the store are loaded, not trained (an interrupted sweep resumes and loses
+  nothing that finished); a stored file that is truncated or corrupt is reported and retrained;
+- the split into tasks depends only on the runs (`group_runs`), never on the number of workers, so
+  1 worker and 8 workers give bit-identical results;
+- a run that diverges is stored as diverged (status, step, message) and reported; a task that raises
+  is reported with its runs; the rest of the sweep goes on either way;
+- a worker that dies mid-task has its task retried on another worker by Dask; nothing is written
+  twice under different names (a run's file is named by its identity and replaced atomically);
+- Ctrl-C cancels what is running, shuts the cluster down and keeps what finished.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import xarray as xr
+
+from implicitbias.data import Dataset
+from implicitbias.runs.spec import RunSpec, group_runs
+from implicitbias.status import Status
+from implicitbias.storage.store import RunStore
+
+
+@dataclasses.dataclass
+class SweepOutcome:
+    """What a sweep produced: every run's arrays (None for a run whose task raised), the data sets by
+    data key, and what went wrong."""
+
+    runs: list[RunSpec]
+    arrays: list[xr.Dataset | None]
+    datasets: dict[str, Dataset]
+    reused: int = 0
+    trained: int = 0
+    errors: dict[str, str] = dataclasses.field(default_factory=dict)  # run key -> exception message
+    wall_time_s: float = 0.0
+    compute_s: float = 0.0  # seconds spent inside tasks, summed over workers
+    workers: int = 0
+
+    @property
+    def failed(self) -> list[tuple[RunSpec, str]]:
+        """Runs that diverged, whose solver failed, or whose task raised, with their messages."""
+        out = []
+        for spec, ds in zip(self.runs, self.arrays):
+            if ds is None:
+                out.append((spec, self.errors.get(spec.key(), "not trained")))
+            elif Status(int(ds["status"].values[0])).failed:
+                out.append((spec, str(ds["message"].values[0])))
+        return out
+
+
+def train_task(spec_jsons: Sequence[str]) -> tuple[list[xr.Dataset], dict[str, Dataset], float]:
+    """One Dask task: train one group of runs; returns per-run Datasets, their data sets, seconds."""
+    from implicitbias.runs.execute import dataset_of, train_group
+
+    started = time.perf_counter()
+    specs = [RunSpec.from_json(s) for s in spec_jsons]
+    arrays = train_group(specs)
+    data = {s.data_key(): dataset_of(s) for s in specs}
+    return arrays, data, time.perf_counter() - started
+
+
+def run_sweep(runs: Sequence[RunSpec], store: RunStore, *, workers: int | None = None, scheduler: str | None = None,
+              cluster: str | None = None, progress: bool = False, say: Callable[[str], None] = print,
+              max_flow: int = 1, max_discrete: int = 64) -> SweepOutcome:
+    """Train the runs not yet in `store` and return every run's arrays.
+
+    workers: None picks one single-threaded worker process per usable core (and trains in this
+    process when there is a single task); 0 trains in this process; n >= 1 starts n workers.
+    scheduler: the address of a running Dask scheduler; cluster: a dask-jobqueue YAML file."""
+    started = time.perf_counter()
+    runs = list(runs)
+    out = SweepOutcome(runs, [None] * len(runs), {})
+    by_key: dict[str, list[int]] = {}
+    for i, spec in enumerate(runs):
+        by_key.setdefault(spec.key(), []).append(i)
+    todo = []
+    for key, idx in by_key.items():
+        ds = store.load_run(runs[idx[0]])
+        data = store.load_data(runs[idx[0]]) if ds is not None else None
+        if ds is None or data is None:
+            todo.append(runs[idx[0]])
+            continue
+        for i in idx:
+            out.arrays[i] = ds
+        out.datasets[runs[idx[0]].data_key()] = data
+        out.reused += len(idx)
+    groups = group_runs(todo, max_flow=max_flow, max_discrete=max_discrete)
+    log = _Log(store.root / "log.txt")
+    bar = _bar(len(runs), out.reused, progress)
+    if out.reused:
+        say(f"{out.reused} of {len(runs)} runs already in {store.root / 'runs'}: loaded, not trained")
+
+    def finished(group: list[RunSpec], result) -> None:
+        if isinstance(result, BaseException):
+            message = f"{type(result).__name__}: {result}"
+            for spec in group:
+                out.errors[spec.key()] = message
+                log.line(spec, "error", 0.0, message)
+        else:
+            arrays, data, seconds = result
+            out.compute_s += seconds
+            for spec, ds in zip(group, arrays):
+                store.save_data(spec, data[spec.data_key()])
+                store.save_run(ds)
+                out.datasets[spec.data_key()] = data[spec.data_key()]
+                for i in by_key[spec.key()]:
+                    out.arrays[i] = ds
+                out.trained += len(by_key[spec.key()])
+                status = Status(int(ds["status"].values[0]))
+                log.line(spec, status.name.lower(), float(ds.attrs.get("wall_time_s", 0.0)), str(ds["message"].values[0]))
+        bar.update(sum(len(by_key[s.key()]) for s in group))
+
+    try:
+        if groups:
+            _execute(groups, finished, workers=workers, scheduler=scheduler, cluster=cluster, say=say, out=out)
+    finally:
+        bar.close()
+        log.close()
+    out.wall_time_s = time.perf_counter() - started
+    return out
+
+
+def _execute(groups, finished, *, workers, scheduler, cluster, say, out: SweepOutcome) -> None:
+    from implicitbias.sweeps import cluster as clusters
+
+    if scheduler is None and cluster is None:
+        n = len(clusters.usable_cores()) if workers is None else workers
+        n = min(n, len(groups))
+        if n == 0 or (workers is None and n == 1):
+            out.workers = 0
+            for group in groups:
+                finished(group, _call(train_task, [s.to_json() for s in group]))
+            return
+        client = clusters.local_client(n)
+        out.workers = n
+    elif cluster is not None:
+        client = clusters.jobqueue_client(cluster)
+    else:
+        client = clusters.connect(scheduler)
+    if scheduler is not None or cluster is not None or client.dashboard_link:
+        say(f"Dask dashboard: {client.dashboard_link}" if _dashboard(client) else f"Dask scheduler: {client.scheduler.address}")
+    from distributed import as_completed
+
+    futures = {}
+    try:
+        for group in groups:
+            future = client.submit(train_task, [s.to_json() for s in group], key=f"train-{group[0].key()}-{len(group)}",
+                                   pure=False, retries=1)
+            futures[future] = group
+        for future in as_completed(list(futures)):
+            group = futures.pop(future)
+            try:
+                result = future.result()
+            except Exception as exc:  # noqa: BLE001 - one failed task never throws away the others
+                result = exc
+            finished(group, result)
+    except KeyboardInterrupt:
+        say("interrupted: cancelling the running tasks and shutting the cluster down; finished runs are kept")
+        client.cancel(list(futures))
+        raise
+    finally:
+        if not out.workers:
+            out.workers = len(client.scheduler_info().get("workers", {}))
+        if scheduler is None:
+            clusters.close(client)
+        else:
+            client.close()
+
+
+def _call(fn, *args):
+    try:
+        return fn(*args)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        return exc
+
+
+def _dashboard(client) -> bool:
+    try:
+        return bool(client.dashboard_link) and "None" not in client.dashboard_link
+    except Exception:  # noqa: BLE001
+        return False
+
+
+class _Log:
+    """`DIR/log.txt`: one line per finished run (time, status, seconds, identity, what it is)."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def line(self, spec: RunSpec, status: str, seconds: float, message: str = "") -> None:
+        now = datetime.datetime.now().isoformat(timespec="seconds")
+        extra = f" | {message}" if message else ""
+        self.file.write(f"{now} {status:<13} {seconds:8.2f} s  {spec.key()}  {spec.label()}{extra}\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class _NoBar:
+    def update(self, n):
+        pass
+
+    def close(self):
+        pass
+
+
+def _bar(total: int, done: int, enabled: bool):
+    if not enabled:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=done, desc="runs", unit="run", smoothing=0.05, dynamic_ncols=True)
