@@ -11,7 +11,7 @@ import pytest
 from implicitbias._spec import ConfigError
 from implicitbias.cli import main
 from implicitbias.experiments import catalog
-from implicitbias.experiments.runner import load_results
+from implicitbias.experiments.runner import load
 from implicitbias.reports.browser import find_chromium, render_check
 from implicitbias.training.recompute import recompute
 
@@ -61,10 +61,11 @@ def test_missing_cifar_archive_names_the_path(tmp_path, capsys):
 def test_diverging_learning_rate_is_reported_not_saved(tmp_path):
     # in a fresh process: a diverged run must not share compiled state with the other runs of this module
     proc = subprocess.run([sys.executable, "-m", "implicitbias.cli", "run", "frei2023-fig1", "--quick", "--out",
-                           str(tmp_path), "--set", "method.lr=1e6"], capture_output=True, text=True)
+                           str(tmp_path), "--workers", "0", "--set", "method.lr=1e6"], capture_output=True, text=True)
     assert proc.returncode == 3
     assert "diverged at step" in proc.stderr and "method.lr" in proc.stderr
-    assert not (tmp_path / "results.nc").exists()
+    # every run diverged: nothing is saved as a result (each run is stored as diverged, for resumption)
+    assert not (tmp_path / "results.nc").exists() and not (tmp_path / "report.html").exists()
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +76,7 @@ def quick_runs(tmp_path_factory):
 def _run_quick(name, quick_runs, tmp_path_factory):
     if name not in quick_runs:
         out = tmp_path_factory.mktemp(name)
-        code = main(["run", name, "--quick", "--out", str(out)])
+        code = main(["run", name, "--quick", "--out", str(out), "--workers", "0", "--no-progress"])
         quick_runs[name] = (code, out)
     return quick_runs[name]
 
@@ -91,12 +92,14 @@ def test_quick_variant_end_to_end(name, quick_runs, tmp_path_factory):
     assert checks, "every experiment checks something"
     failed = [c["line"] for c in checks if c["kind"] == "prediction" and c["outcome"] == "fails"]
     assert not failed, failed
-    results = load_results(out / "results.nc")
-    for cell in results.cells:
-        again = recompute(cell.results, cell.config.model, cell.config.loss, cell.data)
+    results = load(out)
+    assert len(results.runs) == len(results.arrays) and results.runs
+    for i, (spec, ds) in enumerate(zip(results.runs, results.arrays)):
+        again = recompute(ds, spec, results.data_of(i))
+        assert again, "every run has recomputable metrics"
         for metric, values in again.items():
-            stored = cell.results[metric].values
-            stored = stored if values.ndim == 2 else stored[:, -1]
+            stored = ds[metric].values
+            stored = stored if values.ndim == 2 or stored.ndim == 1 else stored[:, -1]
             np.testing.assert_allclose(values, stored, rtol=1e-9, atol=1e-12, err_msg=f"{name}: {metric}")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import shlex
 import sys
 import time
@@ -88,6 +89,7 @@ def cmd_run(args) -> int:
         + yaml.safe_dump({"experiment": exp.name, "quick": bool(args.quick), **config.model_dump()},
                          sort_keys=False))
     started = time.perf_counter()
+    started_at = datetime.datetime.now().isoformat(timespec="seconds")
     say = lambda m: print(m, file=sys.stderr)
     say(f"{exp.name}: {len(runs)} runs -> {out}/runs/ (a rerun of this command resumes)")
     try:
@@ -101,11 +103,11 @@ def cmd_run(args) -> int:
         save_results(results, out / "results.nc")
         report = write_outputs(exp, results, out, {
             "variant": "quick" if args.quick else "full", "method": config.method.kind,
-            "wall_time_s": f"{wall:.1f}", "command": command,
-        })
-        _print_checks(results.checks)
-        print(f"\nwall time {wall:.1f} s; wrote {out}/config.yaml, results.nc, figures/, checks.json, log.txt")
-        print(f"report: {report}")
+            "started": started_at, "wall_time_s": f"{wall:.1f}", "command": command,
+        }, warn=say)
+        print(_summary(results.checks, args, {"report": str(report), "results": str(out / "results.nc"),
+                                              "log": str(out / "log.txt")}))
+        print(f"wall time {wall:.1f} s ({len(runs)} runs: {outcome.trained} trained, {outcome.reused} loaded)")
     failed = outcome.failed
     if failed:
         print(f"\nerror: {len(failed)} of {len(runs)} runs failed (stored as such, left out of figures and fits):",
@@ -131,19 +133,14 @@ def _preflight(config, args) -> None:
         raise ConfigError("--scheduler and --cluster are not allowed together: give one of them")
 
 
-def _print_checks(checks: list[dict]) -> None:
-    for kind, title in (("assumption", "Assumptions"), ("prediction", "Predictions")):
-        rows = [c for c in checks if c["kind"] == kind]
-        if not rows:
-            continue
-        print(f"\n{title}:")
-        for c in rows:
-            print(f"  {c['theorem']} [{c['cell']}] {c['line']}")
-    counts = {}
-    for c in checks:
-        counts[(c["kind"], c["outcome"])] = counts.get((c["kind"], c["outcome"]), 0) + 1
-    summary = ", ".join(f"{k} {o.replace('_', ' ')}: {n}" for (k, o), n in sorted(counts.items()))
-    print(f"\nsummary: {summary}")
+def _summary(checks: list[dict], args, paths: dict[str, str]) -> str:
+    """One line per theorem, the failed or out-of-scope predictions by name, the paths (--verbose: every row)."""
+    import shutil
+
+    from implicitbias.reports import summarize
+
+    return summarize(checks, paths=paths, verbose=args.verbose, color=sys.stdout.isatty(),
+                     width=shutil.get_terminal_size().columns)
 
 
 def cmd_report(args) -> int:
@@ -156,8 +153,17 @@ def cmd_report(args) -> int:
     exp = get(results.experiment)
     results.checks = evaluate_checks(exp, results)
     report = write_outputs(exp, results, out, {"rebuilt from": str(out / "results.nc")})
-    _print_checks(results.checks)
-    print(f"report: {report}")
+    print(_summary(results.checks, args, {"report": str(report), "results": str(out / "results.nc")}))
+    return 0
+
+
+def cmd_index(args) -> int:
+    from implicitbias.reports import write_index
+
+    root = Path(args.dir)
+    if not root.is_dir():
+        raise ConfigError(f"{root} is not a directory: give the folder holding run directories (e.g. runs/)")
+    print(f"index: {write_index(root)}")
     return 0
 
 
@@ -183,10 +189,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", help="YAML file describing a SLURM/PBS cluster for dask-jobqueue "
                    "(see implicitbias.sweeps.cluster)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--verbose", action="store_true", help="print every assumption and prediction row")
     p.set_defaults(fn=cmd_run, argv=None)
     p = sub.add_parser("report", help="rebuild figures and report from DIR/results.nc without training")
     p.add_argument("dir")
+    p.add_argument("--verbose", action="store_true", help="print every assumption and prediction row")
     p.set_defaults(fn=cmd_report)
+    p = sub.add_parser("index", help="write DIR/index.html listing every run directory under DIR")
+    p.add_argument("dir")
+    p.set_defaults(fn=cmd_index)
     return parser
 
 

@@ -9,15 +9,22 @@ import matplotlib.pyplot as plt
 import yaml
 
 from implicitbias.experiments.base import Experiment
-from implicitbias.experiments.runner import Results
+from implicitbias.runs.results import Results
 
 
-def write_figures(experiment: Experiment, results: Results, out_dir: Path) -> list[tuple[str, str, Path]]:
+def write_figures(experiment: Experiment, results: Results, out_dir: Path,
+                  warn=print) -> list[tuple[str, str, Path]]:
     fig_dir = out_dir / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for figure in experiment.figures:
-        fig = figure.draw(results)
+        try:
+            fig = figure.draw(results)
+        except (IndexError, KeyError, ValueError) as exc:
+            # e.g. every run of one panel diverged: the other figures are still drawn
+            warn(f"warning: figure {figure.name} not drawn ({type(exc).__name__}: {exc})")
+            plt.close("all")
+            continue
         fig.suptitle(f"{experiment.paper}: {figure.name}", fontsize=10)
         fig.tight_layout()
         png = fig_dir / f"{figure.name}.png"
@@ -28,23 +35,29 @@ def write_figures(experiment: Experiment, results: Results, out_dir: Path) -> li
     return written
 
 
-def write_outputs(experiment: Experiment, results: Results, out_dir: Path, run_info: dict) -> Path:
+def write_outputs(experiment: Experiment, results: Results, out_dir: Path, run_info: dict, warn=print) -> Path:
     """Figures, tables, checks.json and the self-contained report.html; returns the report's path."""
     from implicitbias.reports.html import write_report
 
-    figures = write_figures(experiment, results, out_dir)
+    figures = write_figures(experiment, results, out_dir, warn)
     tables = experiment.tables(results, out_dir / "figures") if experiment.tables else []
     (out_dir / "checks.json").write_text(json.dumps(results.checks, indent=2))
     info = dict(run_info)
-    if tables:
-        info["tables"] = ", ".join(str(Path(t).relative_to(out_dir)) for t in tables)
-    return write_report(
+    (out_dir / "run.json").write_text(json.dumps({"experiment": experiment.name, **info}, indent=2))
+    report = write_report(
         out_dir,
         title=experiment.name,
-        experiment=experiment.paper,
+        experiment=experiment.name,
+        paper=experiment.paper,
         summary=experiment.summary,
         config=yaml.safe_load(yaml.safe_dump(results.config.model_dump(), sort_keys=False)),
         figures=figures,
         checks=results.checks,
         run_info=info,
+        tables=tables,
     )
+    if out_dir.resolve().parent.name == "runs":  # the default layout runs/NAME: keep runs/index.html current
+        from implicitbias.reports import write_index
+
+        write_index(out_dir.resolve().parent)
+    return report

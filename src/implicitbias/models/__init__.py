@@ -5,7 +5,7 @@ from typing import Annotated
 import pydantic
 
 from implicitbias.models.activations import ACTIVATIONS, activation
-from implicitbias.models.base import Model, parameter_norm
+from implicitbias.models.base import Model
 from implicitbias.models.linear import DeepLinear, DiagonalLinear, Linear, SingleNeuron
 from implicitbias.models.matrix_factorization import MatrixFactorization
 from implicitbias.models.two_layer import TwoLayer
@@ -26,5 +26,4 @@ __all__ = [
     "SingleNeuron",
     "TwoLayer",
     "activation",
-    "parameter_norm",
 ]

@@ -45,9 +45,3 @@ class Model(Spec, abc.ABC):
 
     def predict(self, theta, const, X):
         return jax.vmap(lambda x: self.apply(theta, const, x))(X)
-
-
-def parameter_norm(theta) -> jnp.ndarray:
-    """||theta||_2 over all trained parameters."""
-    leaves = jax.tree_util.tree_leaves(theta)
-    return jnp.sqrt(sum(jnp.sum(leaf**2) for leaf in leaves))

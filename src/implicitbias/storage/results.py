@@ -60,7 +60,8 @@ def to_dataset(*, rows, kkt_rows, ticks, hp, status, messages, carry, const, met
             arr = np.stack([np.asarray(t[name]) for t in trajectory], axis=1)
             dims = ("run", "checkpoint") + tuple(f"theta.{name}_{i}" for i in range(arr.ndim - 2))
             data_vars[f"trajectory.theta.{name}"] = (dims, arr)
-    coords = {k: ("run", np.asarray(v)) for k, v in hp.items()}
+    coords = {k: ("run", np.asarray(v)) for k, v in hp.items() if k != "model"}
+    coords.update({f"model.{k}": ("run", np.asarray(v)) for k, v in hp.get("model", {}).items()})
     coords["run"] = np.arange(len(status))
     coords["checkpoint"] = np.arange(len(ticks))
     coords["target"] = ("checkpoint", np.asarray(ticks))

@@ -69,13 +69,14 @@ def train_task(spec_jsons: Sequence[str]) -> tuple[list[xr.Dataset], dict[str, D
 
 
 def run_sweep(runs: Sequence[RunSpec], store: RunStore, *, workers: int | None = None, scheduler: str | None = None,
-              cluster: str | None = None, progress: bool = False, say: Callable[[str], None] = print,
+              cluster: str | None = None, client=None, progress: bool = False, say: Callable[[str], None] = print,
               max_flow: int = 1, max_discrete: int = 64) -> SweepOutcome:
     """Train the runs not yet in `store` and return every run's arrays.
 
     workers: None picks one single-threaded worker process per usable core (and trains in this
     process when there is a single task); 0 trains in this process; n >= 1 starts n workers.
-    scheduler: the address of a running Dask scheduler; cluster: a dask-jobqueue YAML file."""
+    scheduler: the address of a running Dask scheduler; cluster: a dask-jobqueue YAML file; client: a
+    Dask client of your own (e.g. in a notebook), left open."""
     started = time.perf_counter()
     runs = list(runs)
     out = SweepOutcome(runs, [None] * len(runs), {})
@@ -121,7 +122,8 @@ def run_sweep(runs: Sequence[RunSpec], store: RunStore, *, workers: int | None =
 
     try:
         if groups:
-            _execute(groups, finished, workers=workers, scheduler=scheduler, cluster=cluster, say=say, out=out)
+            _execute(groups, finished, workers=workers, scheduler=scheduler, cluster=cluster, client=client, say=say,
+                     out=out)
     finally:
         bar.close()
         log.close()
@@ -129,10 +131,13 @@ def run_sweep(runs: Sequence[RunSpec], store: RunStore, *, workers: int | None =
     return out
 
 
-def _execute(groups, finished, *, workers, scheduler, cluster, say, out: SweepOutcome) -> None:
+def _execute(groups, finished, *, workers, scheduler, cluster, client, say, out: SweepOutcome) -> None:
     from implicitbias.sweeps import cluster as clusters
 
-    if scheduler is None and cluster is None:
+    own = client is None
+    if client is not None:
+        pass
+    elif scheduler is None and cluster is None:
         n = len(clusters.usable_cores()) if workers is None else workers
         n = min(n, len(groups))
         if n == 0 or (workers is None and n == 1):
@@ -146,8 +151,9 @@ def _execute(groups, finished, *, workers, scheduler, cluster, say, out: SweepOu
         client = clusters.jobqueue_client(cluster)
     else:
         client = clusters.connect(scheduler)
-    if scheduler is not None or cluster is not None or client.dashboard_link:
-        say(f"Dask dashboard: {client.dashboard_link}" if _dashboard(client) else f"Dask scheduler: {client.scheduler.address}")
+    workers_now = len(client.scheduler_info().get("workers", {}))
+    where = f"dashboard {client.dashboard_link}" if _dashboard(client) else f"scheduler {client.scheduler.address}"
+    say(f"Dask: {len(groups)} tasks on {workers_now or 'pending'} workers; {where}")
     from distributed import as_completed
 
     futures = {}
@@ -170,9 +176,9 @@ def _execute(groups, finished, *, workers, scheduler, cluster, say, out: SweepOu
     finally:
         if not out.workers:
             out.workers = len(client.scheduler_info().get("workers", {}))
-        if scheduler is None:
+        if own and scheduler is None:
             clusters.close(client)
-        else:
+        elif own:
             client.close()
 
 

@@ -27,7 +27,7 @@ def _check(name: str, values: list, ok, allowed: str) -> None:
 
 def build_batch(model: Model, method, seed: int, init_scale: float,
                 batch: Mapping[str, Sequence[Any]] | None, n_data: int = 1):
-    """Return ({name: np.ndarray of length n_runs}, overridden model fields)."""
+    """Return ({name: np.ndarray of length n_runs, "model": {field: np.ndarray}}, overridden model fields)."""
     batch = dict(batch or {})
     numeric = _numeric_model_fields(model)
     allowed = ["seed", "init_scale"] + (["lr"] if hasattr(method, "lr") else []) + [f"model.{f}" for f in numeric]
@@ -52,6 +52,7 @@ def build_batch(model: Model, method, seed: int, init_scale: float,
         _check("lr", lrs, lambda v: finite(v) and v > 0, "a finite number > 0")
         hp["lr"] = np.asarray(lrs, dtype=float)
     overrides = []
+    fields: dict[str, np.ndarray] = {}
     for name in numeric:
         key = f"model.{name}"
         if key in batch:
@@ -60,6 +61,8 @@ def build_batch(model: Model, method, seed: int, init_scale: float,
                     model.validated_replace(**{name: v})
                 except ConfigError as exc:
                     raise ConfigError(f"batch.{key}[{i}] = {v!r} is not allowed: {exc}") from None
-            hp[key] = np.asarray(batch[key], dtype=float)
+            fields[name] = np.asarray(batch[key], dtype=float)
             overrides.append(name)
+    if fields:
+        hp["model"] = fields  # per-member model fields, nested: {"model": {"gamma": array}}
     return hp, tuple(overrides)

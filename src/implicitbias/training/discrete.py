@@ -155,7 +155,3 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
         }
 
     return init_carry, advance
-
-
-def member_time(carry, hp):
-    return carry["step"] * hp["lr"]

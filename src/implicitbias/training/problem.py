@@ -16,13 +16,10 @@ import jax.numpy as jnp
 from implicitbias.losses import Loss
 from implicitbias.models.base import Model
 
-#: batchable numeric hyper-parameters that are not model fields
-RUN_FIELDS = ("seed", "init_scale", "lr")
-
-
 @dataclass(frozen=True)
 class Problem:
-    """The static part of a run: model, loss and the names of model fields overridden per member."""
+    """The static part of a run: model, loss and the names of model fields overridden per member
+    (their values are in `hp["model"]`, one per member)."""
 
     model: Model
     loss: Loss
@@ -31,7 +28,7 @@ class Problem:
     def member_model(self, hp: dict[str, Any]) -> Model:
         if not self.model_overrides:
             return self.model
-        return self.model.replace(**{k: hp["model." + k] for k in self.model_overrides})
+        return self.model.replace(**{k: hp["model"][k] for k in self.model_overrides})
 
     def risk(self, hp, theta, const, X, y):
         model = self.member_model(hp)

@@ -34,7 +34,6 @@ class Recorder:
     classification: bool
     has_test: bool
     has_reference: bool
-    n_batch: int | None = None
 
     def record(self, hp, theta, const, X, y, Xt, yt, reference=None) -> dict:
         model = self.problem.member_model(hp)
@@ -88,7 +87,7 @@ class Recorder:
         stat, comp = np.full(n_runs, np.nan), np.full(n_runs, np.nan)
         for r in range(n_runs):
             take = lambda tree, r=r: jax.tree_util.tree_map(lambda a: a[r], tree)
-            mparams = {k: v[r] for k, v in hp.items() if k.startswith("model.")}
+            mparams = {"model": {k: v[r] for k, v in hp.get("model", {}).items()}}
             Xr, yr = (X[r], y[r]) if X.ndim == 3 else (X, y)
             res = M.kkt_residual(self._f, take(theta), Xr, yr, model.homogeneity, args=(take(const), mparams))
             if res.valid:

@@ -24,7 +24,7 @@ from implicitbias.training import checkpoints as _checkpoints
 from implicitbias.training.batch import build_batch
 from implicitbias.training.discrete import make_discrete
 from implicitbias.training.flow import make_flow
-from implicitbias.training.methods import GD, SGD
+from implicitbias.training.methods import GD
 from implicitbias.training.problem import Problem
 from implicitbias.training.recorder import Recorder
 from implicitbias.training.stopping import Status, Stop, failure_message
@@ -108,13 +108,12 @@ def train(
     Xt = stack([ds.X_test for ds in datasets]) if has_test else X
     yt = stack([ds.y_test for ds in datasets]) if has_test else y
     problem = Problem(model, loss, overrides)
-    recorder = Recorder(problem, loss.is_classification, has_test, reference is not None,
-                        n_batch=method.batch_size if isinstance(method, SGD) else None)
+    recorder = Recorder(problem, loss.is_classification, has_test, reference is not None)
     ref = jnp.asarray(reference) if reference is not None else jnp.zeros(())
     ref_axis = 0 if ref.ndim == 2 else None
     init, advance, record = _compiled(problem, method, stop, X.shape[-2], 0 if batched else None, recorder,
                                       ref_axis)
-    hp_j = {k: jnp.asarray(v) for k, v in hp.items()}
+    hp_j = jax.tree_util.tree_map(jnp.asarray, hp)
 
     started = _time.perf_counter()
     carry, const = init(hp_j, X, y, theta0)
