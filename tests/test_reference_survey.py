@@ -17,6 +17,7 @@ from implicitbias.reference import (
     LpPotential,
     NonSeparableDataError,
     NotSeparableError,
+    ReferenceSolverError,
     bregman_kkt,
     bregman_projection,
     check_separable,
@@ -285,6 +286,14 @@ def test_q_alpha_limits_are_trends():
     assert rel(q_alpha_interpolator(X, y, 1e-2, depth=4).w, w_l1) < 1e-3 < rel(q_alpha_interpolator(X, y, 1e-2).w, w_l1)
 
 
+def test_deep_q_alpha_refuses_alpha_below_float64_reach():
+    X, y = regression(n=5, d=12, seed=0)
+    res = q_alpha_interpolator(X, y, 1e-2, depth=5)
+    assert res.rounding_error <= 1e-7 and max(res.kkt.values()) <= 1e-10
+    with pytest.raises(ReferenceSolverError, match="alpha"):
+        q_alpha_interpolator(X, y, 1e-5, depth=5)  # 1 - |theta_i| ~ 1e-15: w would be wrong in its 2nd digit
+
+
 # -- The leaky-ReLU neuron (S9) ---------------------------------------------------------------------------
 
 
@@ -393,4 +402,4 @@ def test_greedy_low_rank_completion_recovers_rank_one():
 def test_bad_inputs_are_refused_naming_the_argument(call, names):
     with pytest.raises(ConfigError) as info:
         call()
-    assert names in str(info.value) and "is not allowed" in str(info.value)
+    assert names in str(info.value) and "not allowed" in str(info.value)

@@ -32,12 +32,15 @@ from implicitbias.reference.potentials import MirrorPotential
 @dataclasses.dataclass(frozen=True)
 class BregmanProjection:
     """w: argmin D_psi(w, w0) s.t. Xw = y; nu: the dual variable, grad psi(w) = grad psi(w0) + X^T nu;
-    kkt: the relative residuals of (KKT) (see `bregman_kkt`); n_iter: Newton iterations."""
+    kkt: the relative residuals of (KKT) (see `bregman_kkt`); n_iter: Newton iterations;
+    rounding_error: first-order estimate of the relative error of w caused by rounding theta = theta0 + X^T nu,
+    ||hess psi*(theta) o delta theta|| / ||w|| with delta theta = eps (|theta0| + |X|^T |nu|)."""
 
     w: np.ndarray
     nu: np.ndarray
     kkt: dict[str, float]
     n_iter: int
+    rounding_error: float
 
 
 def bregman_kkt(X, y, w, w0, potential: MirrorPotential) -> dict[str, float]:
@@ -69,16 +72,18 @@ def _as_point(w, X) -> np.ndarray:
 
 
 def bregman_projection(
-    X, y, w0, potential: MirrorPotential, *, tol: float = 1e-13, max_iter: int = 1000
+    X, y, w0, potential: MirrorPotential, *, tol: float = 1e-13, max_iter: int = 1000, max_rounding_error: float = 1e-7
 ) -> BregmanProjection:
     """argmin D_psi(w, w0) s.t. Xw = y for a separable Legendre potential psi (S7): the limit of mirror
     descent grad psi(w_{k+1}) = grad psi(w_k) - eta grad L(w_k) from w0 on the square loss.
 
     X: (n, d) with full row rank, n < d; y: (n,); w0: (d,) or None for 0; potential: e.g.
     LpPotential(p) (p = 2 gives w0 + X^+ (y - X w0)) or HyperbolicPotential(beta).
-    Solved by regularised Newton on the dual (module docstring); accepted when the feasibility residual
-    of `bregman_kkt` is <= tol (stationarity holds by construction). Raises ReferenceSolverError if the
-    iteration stalls above sqrt(tol), e.g. when Xw = y has no solution.
+    Solved by regularised Newton on the dual (module docstring); stops when the feasibility residual of
+    `bregman_kkt` is <= tol (stationarity holds by construction). Raises ReferenceSolverError if the iteration
+    stalls above max(1e3 tol, 1e-10) (e.g. when Xw = y has no solution), or if the rounding of theta alone
+    makes w less accurate than max_rounding_error (relative; w = grad psi*(theta) amplifies an error
+    delta theta by hess psi*(theta), which is steep for DeepDiagonalPotential where |theta_i| -> 1).
     """
     X, y = as_data(X, y)
     w0 = _as_point(w0, X)
@@ -111,13 +116,24 @@ def bregman_projection(
         n_iter += 1
     w = potential.inverse_mirror_map(theta)
     kkt = bregman_kkt(X, y, w, w0, potential)
-    if not kkt["feasibility"] <= max(np.sqrt(tol), tol):
+    if not kkt["feasibility"] <= max(1e3 * tol, 1e-10):
         raise ReferenceSolverError(
             f"bregman_projection: regularised Newton on the dual stalled after {n_iter} iterations with "
             f"||Xw - y|| / max(||y||, ||X|| ||w||) = {kkt['feasibility']:.3g} ({potential!r}); does X have full "
-            "row rank, and does Xw = y have a solution?"
+            "row rank, and does Xw = y have a solution? (For DeepDiagonalPotential alpha may be too small for "
+            "float64: see its docstring.)"
         )
-    return BregmanProjection(w=w, nu=nu, kkt=kkt, n_iter=n_iter)
+    d_theta = np.finfo(float).eps * (np.abs(theta0) + np.abs(X).T @ np.abs(nu))
+    rounding = float(np.linalg.norm(potential.conjugate_curvature(theta) * d_theta)) / max(
+        float(np.linalg.norm(w)), np.finfo(float).tiny
+    )
+    if not rounding <= max_rounding_error:
+        raise ReferenceSolverError(
+            f"bregman_projection: the solution is only accurate to about {rounding:.2g} (relative), above "
+            f"max_rounding_error = {max_rounding_error:g}: rounding of the dual variable theta where hess psi* is "
+            f"steep ({potential!r}). For DeepDiagonalPotential, alpha is too small for this depth in float64."
+        )
+    return BregmanProjection(w=w, nu=nu, kkt=kkt, n_iter=n_iter, rounding_error=rounding)
 
 
 def _accepted_step(dual, g, nu, grad, H, mu, residual):
@@ -126,8 +142,13 @@ def _accepted_step(dual, g, nu, grad, H, mu, residual):
     Returns (nu_new, g_new, theta_new, mu / 10), or None when no mu < 1e300 works."""
     eye = np.eye(H.shape[0])
     rounding = 1e-14 * (abs(g) + 1.0)
+    mu = max(mu, 1e-15 * float(np.trace(H)) / H.shape[0])  # below this, H + mu I is singular in floating point
     while mu < 1e300:
-        step = np.linalg.solve(H + mu * eye, -grad)  # positive definite for mu > 0
+        try:
+            step = np.linalg.solve(H + mu * eye, -grad)
+        except np.linalg.LinAlgError:
+            mu *= 10.0
+            continue
         predicted = -float(grad @ step + 0.5 * step @ H @ step)
         g_new, theta_new = dual(nu + step)
         actual = g - g_new

@@ -53,6 +53,12 @@ class DeepDiagonalPotential(MirrorPotential):
     """The mirror potential psi_D of the depth-D diagonal network u^D - v^D from u = v = alpha 1, D >= 3
     (module docstring): grad psi*(theta) = alpha^D h_D(theta) on theta in (-1, 1), psi(0) = 0, and
     psi(w) = Q_alpha^D(w). grad psi(w) = h_D^{-1}(w / alpha^D) is computed by bisection plus Newton polish.
+
+    Float64 limit: a coordinate with |w_i| >> alpha^D has 1 - |theta_i| ~ (|w_i| / alpha^D)^(-(D-2)/D), and an
+    absolute rounding error eps in theta_i becomes a relative error ~ k eps / (1 - |theta_i|) in w_i. The dual
+    solver converges (to ~1e-9 relative) only while 1 - |theta_i| >~ 1e-7; with ||w|| ~ 1 and n = 20, d = 60 that
+    was alpha >= 1e-5 for D = 3, alpha >= 1e-3 for D = 4 and alpha >= 1e-2 for D = 5. Below, `bregman_projection`
+    raises ReferenceSolverError rather than return a less accurate answer.
     """
 
     alpha: float
@@ -143,12 +149,17 @@ def q_alpha(w, alpha: float, depth: int = 2) -> float:
     return diagonal_net_potential(alpha, depth).divergence(w, np.zeros_like(_vec(w)))
 
 
-def q_alpha_interpolator(X, y, alpha: float, depth: int = 2, *, tol: float = 1e-13) -> BregmanProjection:
+def q_alpha_interpolator(
+    X, y, alpha: float, depth: int = 2, *, tol: float = 1e-13, max_rounding_error: float = 1e-7
+) -> BregmanProjection:
     """argmin Q_alpha^D(w) s.t. Xw = y: the limit of gradient flow on the square loss for the diagonal network
     w = u^D - v^D from u = v = alpha 1, when it reaches zero loss (Woodworth et al. 2020, Theorem 1 for D = 2
     and Sec. 5 for D >= 3; S6). The Bregman projection of 0 for `diagonal_net_potential(alpha, depth)`,
     solved on the dual (`bregman_projection`), where w = 2 alpha^2 sinh(X^T nu) for D = 2 and
     alpha^D h_D(X^T nu) for D >= 3. alpha -> 0: the min-l1 interpolator; alpha -> infinity: min-l2.
-    Raises ConfigError for alpha <= 0 or depth < 2.
+    Raises ConfigError for alpha <= 0 or depth < 2, and ReferenceSolverError when, for D >= 3, alpha is too
+    small to reach max_rounding_error in float64 (see DeepDiagonalPotential).
     """
-    return bregman_projection(X, y, None, diagonal_net_potential(alpha, depth), tol=tol)
+    return bregman_projection(
+        X, y, None, diagonal_net_potential(alpha, depth), tol=tol, max_rounding_error=max_rounding_error
+    )

@@ -1,0 +1,209 @@
+"""Sweeps on Dask with real processes (no mocks): 1 and 2 workers agree bit for bit, a worker or the main
+process killed with SIGKILL loses nothing, a truncated run file is retrained, a diverged run is stored as
+such while the others go on, two processes can share one directory."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from implicitbias.data import TeacherNeuron
+from implicitbias.experiments.config import ExperimentConfig, expand
+from implicitbias.experiments.runner import load
+from implicitbias.losses import Loss
+from implicitbias.models import TwoLayer
+from implicitbias.runs.spec import RunSpec, group_runs
+from implicitbias.storage.store import RunStore
+from implicitbias.sweeps import run_sweep
+from implicitbias.training.methods import GD, GradientFlow
+from implicitbias.training.stopping import Stop
+
+NET = TwoLayer(width=12, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
+CONFIG = ExperimentConfig(
+    model=NET,
+    data=TeacherNeuron(d=3, scheme="centred", n_test=8),
+    loss=Loss(name="square"),
+    method=GradientFlow(solver="rkc", rtol=1e-6),
+    stop=Stop(loss_tol=1e-6, max_time=300.0),
+    trials=3,
+    checkpoints=8,
+    kkt=False,
+    grid={"init_scale": [0.5, 0.01]},
+)
+RUNS = expand(CONFIG)
+
+#: a small slice of chistikov2023-fig1 (8 gradient-flow runs): the command a user types, made small
+SMALL_FIG1 = ["chistikov2023-fig1", "--quick", "--no-progress", "--set", "grid.init_scale=[0.25,0.0039]", "trials=2"]
+
+
+def _assert_same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.attrs["key"] == y.attrs["key"]
+        assert set(x.data_vars) == set(y.data_vars)
+        for name in x.data_vars:
+            if x[name].dtype.kind in "fiu":
+                np.testing.assert_array_equal(x[name].values, y[name].values, err_msg=name)
+            else:
+                assert list(x[name].values) == list(y[name].values), name
+
+
+def _quiet(_):
+    pass
+
+
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory):
+    return run_sweep(RUNS, RunStore(tmp_path_factory.mktemp("inproc")), workers=0, say=_quiet)
+
+
+def test_runs_are_declared_once_with_identities_and_static_groups():
+    assert len(RUNS) == 6 and len({r.key() for r in RUNS}) == 6
+    assert {r.trial for r in RUNS} == {0, 1, 2}
+    assert len({r.static_key() for r in RUNS}) == 1  # one compiled program for all six
+    assert [len(g) for g in group_runs(RUNS)] == [1] * 6  # gradient flow: one member per task
+    assert [len(g) for g in group_runs([r.replace(method=GD(lr=0.1)) for r in RUNS])] == [6]
+    # a spec round-trips through JSON with its identity; a change of any field changes the identity
+    assert RunSpec.from_json(RUNS[0].to_json()).key() == RUNS[0].key()
+    assert RUNS[0].validated_replace(init_scale=0.3).key() != RUNS[0].key()
+
+
+def test_grouped_gradient_flow_members_equal_one_member_per_call(in_process, tmp_path):
+    together = run_sweep(RUNS, RunStore(tmp_path), workers=0, say=_quiet, max_flow=6)
+    for a, b in zip(in_process.arrays, together.arrays):
+        for name in ("loss", "max_angle", "param_norm", "theta.W", "theta.a"):
+            np.testing.assert_allclose(a[name].values, b[name].values, rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+def test_one_and_two_workers_give_bit_identical_results(in_process, tmp_path):
+    two = run_sweep(RUNS, RunStore(tmp_path), workers=2, say=_quiet)
+    assert two.workers == 2 and two.trained == len(RUNS) and not two.failed
+    _assert_same(in_process.arrays, two.arrays)
+
+
+def test_a_worker_killed_mid_task_loses_nothing(in_process, tmp_path):
+    from implicitbias.sweeps.cluster import close, local_client
+
+    client = local_client(2)
+    killed = []
+
+    def kill_a_busy_worker():
+        pids = client.run(os.getpid)
+        deadline = time.time() + 120
+        while time.time() < deadline and not killed:
+            busy = [w for w, keys in client.processing().items() if keys]
+            if busy:
+                os.kill(pids[busy[0]], signal.SIGKILL)
+                killed.append(pids[busy[0]])
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=kill_a_busy_worker)
+    thread.start()
+    try:
+        out = run_sweep(RUNS, RunStore(tmp_path), client=client, say=_quiet)
+    finally:
+        thread.join()
+        close(client)
+    assert killed, "a worker was killed while it held a task"
+    assert not out.failed and out.trained == len(RUNS)
+    assert len(list((tmp_path / "runs").glob("*.nc"))) == len(RUNS)
+    _assert_same(in_process.arrays, out.arrays)
+
+
+def test_a_truncated_run_file_is_reported_and_retrained(in_process, tmp_path):
+    store = RunStore(tmp_path)
+    run_sweep(RUNS, store, workers=0, say=_quiet)
+    victim = store.run_path(RUNS[2])
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
+    said = []
+    again = run_sweep(RUNS, RunStore(tmp_path, warn=said.append), workers=0, say=said.append)
+    assert any(str(victim) in m and "truncated" in m for m in said), said
+    assert again.trained == 1 and again.reused == len(RUNS) - 1
+    _assert_same(in_process.arrays, again.arrays)
+
+
+def test_a_diverged_run_is_stored_as_diverged_and_the_others_go_on(tmp_path):
+    config = CONFIG.replace(method=GD(lr=0.05), stop=Stop(max_steps=300), trials=1,
+                            grid={"method.lr": [0.05, 1e6]})
+    runs = expand(config)
+    out = run_sweep(runs, RunStore(tmp_path), workers=0, say=_quiet)
+    assert [spec.method.lr for spec, _ in out.failed] == [1e6]
+    assert "diverged at step" in out.failed[0][1]
+    assert str(out.arrays[0]["status_name"].values[0]) != "diverged"
+    again = run_sweep(runs, RunStore(tmp_path), workers=0, say=_quiet)
+    assert again.reused == 2 and again.trained == 0  # the diverged run is a stored outcome, not retrained
+
+
+def test_a_changed_config_is_trained_again_and_an_unchanged_one_is_not(tmp_path):
+    run_sweep(RUNS[:2], RunStore(tmp_path), workers=0, say=_quiet)
+    changed = [r.validated_replace(stop=Stop(loss_tol=1e-6, max_time=200.0)) for r in RUNS[:2]]
+    out = run_sweep(changed + RUNS[:2], RunStore(tmp_path), workers=0, say=_quiet)
+    assert out.reused == 2 and out.trained == 2
+
+
+def _cli(out: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "implicitbias.cli", "run", *SMALL_FIG1, "--out", str(out), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def _workers_of(pid: int) -> list[int]:
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in children.read_text().split()] if children.exists() else []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+@pytest.mark.xdist_group("sweep-cli")
+def test_main_process_killed_then_rerun_ends_with_the_same_results(tmp_path):
+    reference = _cli(tmp_path / "ref", "--workers", "0")
+    assert reference.wait(timeout=240) == 0, reference.stdout.read()
+    proc = _cli(tmp_path / "run", "--workers", "2")
+    runs_dir = tmp_path / "run" / "runs"
+    deadline = time.time() + 240
+    workers: list[int] = []
+    while time.time() < deadline and len(list(runs_dir.glob("*.nc"))) < 2 and proc.poll() is None:
+        workers = _workers_of(proc.pid) or workers
+        time.sleep(0.05)
+    assert proc.poll() is None, "killed before it finished"
+    workers = _workers_of(proc.pid) or workers
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    kept = len(list(runs_dir.glob("*.nc")))
+    assert 2 <= kept < 8
+    # the workers notice that the sweep's process is gone and end themselves (no orphans computing on)
+    deadline = time.time() + 30
+    while time.time() < deadline and any(_alive(w) for w in workers):
+        time.sleep(0.2)
+    assert not any(_alive(w) for w in workers), workers
+    again = _cli(tmp_path / "run", "--workers", "2")
+    text = again.communicate(timeout=240)[0]
+    assert again.returncode == 0, text
+    assert f"{kept} of 8 runs already in" in text
+    a, b = load(tmp_path / "ref"), load(tmp_path / "run")
+    assert [r.key() for r in a.runs] == [r.key() for r in b.runs]
+    _assert_same(a.arrays, b.arrays)
+    assert a.checks == b.checks
+
+
+@pytest.mark.xdist_group("sweep-cli")
+def test_two_processes_on_one_directory_do_not_corrupt_it(tmp_path):
+    first, second = _cli(tmp_path, "--workers", "0"), _cli(tmp_path, "--workers", "0")
+    assert first.wait(timeout=240) == 0, first.stdout.read()
+    assert second.wait(timeout=240) == 0, second.stdout.read()
+    results = load(tmp_path)
+    assert len(results.runs) == 8 and not results.failed
+    assert not list(tmp_path.rglob("*.tmp")) and not list(tmp_path.rglob("*.corrupt"))
