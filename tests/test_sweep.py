@@ -75,8 +75,8 @@ def test_runs_are_declared_once_with_identities_and_static_groups():
 
 
 def test_grouped_gradient_flow_members_equal_one_member_per_call(in_process, tmp_path):
-    together = run_sweep(RUNS, RunStore(tmp_path), workers=0, say=_quiet, max_flow=6)
-    for a, b in zip(in_process.arrays, together.arrays):
+    together = run_sweep(RUNS[:2], RunStore(tmp_path), workers=0, say=_quiet, max_flow=2)
+    for a, b in zip(in_process.arrays[:2], together.arrays):
         for name in ("loss", "max_angle", "param_norm", "theta.W", "theta.a"):
             np.testing.assert_allclose(a[name].values, b[name].values, rtol=1e-9, atol=1e-12, err_msg=name)
 
@@ -142,7 +142,7 @@ def test_a_diverged_run_is_stored_as_diverged_and_the_others_go_on(tmp_path):
 
 def test_a_changed_config_is_trained_again_and_an_unchanged_one_is_not(tmp_path):
     run_sweep(RUNS[:2], RunStore(tmp_path), workers=0, say=_quiet)
-    changed = [r.validated_replace(stop=Stop(loss_tol=1e-6, max_time=200.0)) for r in RUNS[:2]]
+    changed = [r.validated_replace(init_scale=0.3) for r in RUNS[:2]]
     out = run_sweep(changed + RUNS[:2], RunStore(tmp_path), workers=0, say=_quiet)
     assert out.reused == 2 and out.trained == 2
 

@@ -99,7 +99,7 @@ def cmd_run(args) -> int:
         say(f"interrupted: the finished runs are kept in {out}/runs/; rerun the same command to resume")
         return 130
     wall = time.perf_counter() - started
-    if results.runs:
+    if len(results.failed) < len(results.runs):  # something to show: results, figures and report
         save_results(results, out / "results.nc")
         report = write_outputs(exp, results, out, {
             "variant": "quick" if args.quick else "full", "method": config.method.kind,

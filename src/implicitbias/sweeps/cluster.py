@@ -84,14 +84,14 @@ def _exit_with_parent(parent: int) -> None:
             pass
 
 
-def local_client(n_workers: int, *, dashboard: bool = False):
+def local_client(n_workers: int, *, dashboard: bool = True):
     """A client of a fresh LocalCluster of `n_workers` single-threaded, pinned processes."""
     from distributed import Client, LocalCluster
 
     cores = usable_cores()
     cluster = LocalCluster(
         n_workers=n_workers, threads_per_worker=1, processes=True, env=dict(SINGLE_THREAD_ENV),
-        dashboard_address=":0" if dashboard and _has_bokeh() else None, silence_logs=40,
+        dashboard_address=":0" if dashboard and _has_bokeh() else "", silence_logs=40,
     )
     client = Client(cluster)
     client.register_plugin(PinToCore(cores, os.getpid()))
