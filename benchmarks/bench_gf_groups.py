@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from implicitbias.experiments import get
-from implicitbias.experiments.runner import _batch, cell_datasets
+from implicitbias.runs.execute import dataset_of
 from implicitbias.training import train
 
 T = importlib.import_module("implicitbias.training.train")
@@ -32,9 +32,9 @@ def main() -> None:
     args = parser.parse_args()
     exp = get("chistikov2023-fig1")
     cfg = exp.resolve(overrides={"trials": 1, "grid.data.d": [args.d], "grid.data.scheme": [args.scheme]})
-    cell = cfg.for_cell(cfg.cells()[0])
-    data = cell_datasets(cell)[0]
-    batch, _ = _batch(cell, cell.batch_runs(), [0])
+    runs = exp.runs(cfg)  # one trial: the 16 lambdas of one data set, batched in one call here
+    cell, data = runs[0], dataset_of(runs[0])
+    batch = {"seed": [r.seed for r in runs], "init_scale": [r.init_scale for r in runs]}
     real = T._Active.advance
 
     def timed(self, advance, carry, target):
@@ -49,7 +49,7 @@ def main() -> None:
 
     T._Active.advance = timed
     start = time.perf_counter()
-    ds = train(cell.model, data, cell.loss, cell.method, stop=cell.stop, seed=cell.seed, batch=batch,
+    ds = train(cell.model, data, cell.loss, cell.method, stop=cell.stop, batch=batch,
                checkpoints=cell.checkpoints, kkt=False, compact=not args.no_compact)
     print(f"total {time.perf_counter() - start:.1f} s (compact={not args.no_compact}); gradient evaluations per "
           f"member: {np.sort(ds.grad_evals.values[:, -1]).tolist()}")

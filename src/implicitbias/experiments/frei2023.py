@@ -343,3 +343,6 @@ KOU = Experiment(
     settings_source="Ours: n = 10, d = 20000 (so that Kou's condition holds with C = 3), m = 20 per sign "
                     "(width 40), lr 1, 5 10^4 steps; the review gives no numeric settings.",
 )
+
+#: the experiments of this module, in the order `implicitbias list` shows them
+EXPERIMENTS = [FIG1, FIG2, KKT, XOR, KOU]

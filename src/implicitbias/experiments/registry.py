@@ -1,16 +1,22 @@
-"""The catalog of named experiments."""
+"""The catalog of named experiments: every module of `implicitbias.experiments` that defines a list
+`EXPERIMENTS` contributes its experiments (a new paper's module needs no registration elsewhere)."""
 
 from __future__ import annotations
+
+import importlib
+import pkgutil
 
 from implicitbias._spec import ConfigError
 from implicitbias.experiments.base import Experiment
 
 
 def catalog() -> dict[str, Experiment]:
-    from implicitbias.experiments import chistikov2023, frei2023
+    import implicitbias.experiments as package
 
-    experiments = [frei2023.FIG1, frei2023.FIG2, frei2023.KKT, frei2023.XOR, frei2023.KOU]
-    experiments += chistikov2023.EXPERIMENTS
+    experiments: list[Experiment] = []
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        experiments += list(getattr(module, "EXPERIMENTS", []))
     return {e.name: e for e in experiments}
 
 

@@ -1,0 +1,151 @@
+"""Sweep throughput on Dask: one column of `chistikov2023-fig1` with 1 worker and with N workers.
+
+The d = 16 column is 2 schemes x 16 lambdas x 5 trials = 160 gradient-flow runs, one task each.  The
+same runs are trained into a fresh directory once per worker count, each with a fresh LocalCluster and
+JAX's persistent compilation cache off (so no count profits from another's compilations).  Printed per
+count: the wall time (cluster start included), the cluster start, the seconds spent inside tasks summed
+over workers, and the idle share 1 - task seconds / (workers x (wall - start)): everything that is not
+training (Dask's scheduling, transfers, writing each run, and the tail where one worker finishes the
+last long task alone).  Then the throughput ratio against 1 worker, and that the results are identical.
+
+`--project` adds a projection of the whole Figure 1 grid (d = 4 ... 1024) on K cores, from the runs just
+measured: gradient evaluations per run (set by the dynamics, nearly independent of d) x the cost of one
+evaluation inside the solver at each d (a jitted gradient timed here, times the in-solver overhead
+measured on the runs), plus the measured fixed cost of a run.
+
+    python benchmarks/bench_sweep.py                      # d = 16, 1 and 2 workers (about 15 min here)
+    python benchmarks/bench_sweep.py --limit 16 --project # a smoke run on 16 of the runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+
+os.environ["IMPLICITBIAS_JAX_CACHE"] = "0"  # before implicitbias is imported, here and in the workers
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+from implicitbias.experiments import get  # noqa: E402
+from implicitbias.storage.store import RunStore  # noqa: E402
+from implicitbias.sweeps import run_sweep  # noqa: E402
+from implicitbias.sweeps.cluster import close, local_client  # noqa: E402
+from implicitbias.training.problem import Problem  # noqa: E402
+
+DIMS = (4, 16, 64, 256, 1024)
+
+
+def sweep(runs, workers: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        client = local_client(workers, dashboard=False)
+        up = time.perf_counter() - started
+        try:
+            out = run_sweep(runs, RunStore(tmp), client=client, say=lambda m: None)
+        finally:
+            close(client)
+        wall = time.perf_counter() - started
+    busy = out.compute_s / (workers * max(wall - up, 1e-9))
+    return {"workers": workers, "wall_s": wall, "cluster_start_s": up, "task_s": out.compute_s,
+            "idle_share": 1.0 - busy, "failed": len(out.failed), "arrays": out.arrays}
+
+
+def gradient_seconds(d: int, repeats: int = 5) -> float:
+    """One member's jitted gradient at dimension d (the function the solver evaluates)."""
+    from implicitbias.data import make_dataset
+
+    config = get("chistikov2023-fig1").config
+    data = make_dataset(config.data.replace(d=d), 0)
+    problem = Problem(config.model, config.loss)
+    hp = {"seed": np.asarray(0), "init_scale": np.asarray(4.0**-6)}
+    theta, const = problem.init(hp, d)
+    grad = jax.jit(jax.grad(lambda th: problem.risk(hp, th, const, data.X, data.y)))
+    jax.block_until_ready(grad(theta))
+    times = []
+    for _ in range(repeats):
+        n = 1
+        while True:
+            start = time.perf_counter()
+            for _ in range(n):
+                out = grad(theta)
+            jax.block_until_ready(out)
+            elapsed = time.perf_counter() - start
+            if elapsed > 0.2:
+                break
+            n *= 2
+        times.append(elapsed / n)
+    return float(np.median(times))
+
+
+def project(runs, arrays, d: int, cores: list[int]) -> dict:
+    """The whole grid from the runs measured at dimension d (see the module docstring)."""
+    evals = np.array([float(a["grad_evals"].values[0, -1]) for a in arrays])
+    seconds = np.array([float(a.attrs["wall_time_s"]) for a in arrays])
+    cost = {k: gradient_seconds(k) for k in DIMS}
+    # seconds = fixed + evals x overhead x cost(d), estimated robustly (medians): the first run on each
+    # worker also pays the compilation, an outlier that a least-squares fit would spread over all runs
+    long = evals >= np.median(evals)
+    overhead = float(np.median(seconds[long] / (evals[long] * cost[d])))
+    fixed = float(max(np.median(seconds - overhead * evals * cost[d]), 0.0))
+    per_d = len(runs)
+    total = {k: per_d * (fixed + overhead * evals.mean() * cost[k]) for k in DIMS}
+    print(f"\nprojection of the whole grid ({per_d} runs per d, {len(DIMS)} d): a run costs {fixed:.2f} s + "
+          f"{evals.mean():.0f} gradient evaluations (mean at d = {d}) x {overhead:.2f} x a bare jitted gradient")
+    for k in DIMS:
+        print(f"  d = {k:5d}: bare gradient {cost[k] * 1e6:9.1f} us, column {total[k] / 3600:8.2f} core-hours")
+    grid = sum(total.values())
+    longest = fixed + overhead * evals.max() * cost[max(DIMS)]
+    print(f"  whole grid: {grid / 3600:.1f} core-hours; the longest single run at d = {max(DIMS)}: "
+          f"{longest / 3600:.2f} h (a lower bound on the wall time at any K; each worker also compiles once)")
+    for k in cores:
+        print(f"  on {k:4d} cores (one worker each): {max(grid / k, longest) / 3600:8.2f} h")
+    return {"fixed_s": float(fixed), "overhead": float(overhead), "mean_evals": float(evals.mean()),
+            "bare_gradient_s": cost, "column_core_hours": {k: v / 3600 for k, v in total.items()},
+            "grid_core_hours": grid / 3600}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--d", type=int, default=16)
+    parser.add_argument("--workers", default="1,2", help="worker counts, the first is the baseline")
+    parser.add_argument("--limit", type=int, help="only every k-th run, so that about this many remain")
+    parser.add_argument("--project", action="store_true", help="project the whole Figure 1 grid")
+    parser.add_argument("--cores", default="2,16,64,256,1024")
+    parser.add_argument("--json", help="write the numbers here")
+    args = parser.parse_args()
+    exp = get("chistikov2023-fig1")
+    runs = exp.runs(exp.resolve(overrides={"grid.data.d": [args.d]}))
+    if args.limit:
+        runs = runs[:: max(1, len(runs) // args.limit)][: args.limit]
+    load = os.getloadavg()[0]
+    print(f"chistikov2023-fig1, d = {args.d}: {len(runs)} runs; load average {load:.2f}; {os.cpu_count()} CPUs; "
+          f"jax {jax.__version__}")
+    rows = []
+    for w in [int(x) for x in args.workers.split(",")]:
+        row = sweep(runs, w)
+        rows.append(row)
+        print(f"  {w} worker(s): wall {row['wall_s']:7.1f} s (cluster start {row['cluster_start_s']:.1f} s), "
+              f"inside tasks {row['task_s']:7.1f} s, idle share {100 * row['idle_share']:5.1f}%, "
+              f"failed runs {row['failed']}", flush=True)
+    base = rows[0]
+    for row in rows[1:]:
+        same = all(np.array_equal(a[v].values, b[v].values) for a, b in zip(base["arrays"], row["arrays"])
+                   for v in a.data_vars if a[v].dtype.kind == "f")
+        print(f"  throughput {row['workers']} workers / {base['workers']}: {base['wall_s'] / row['wall_s']:.2f}x; "
+              f"results identical: {same}")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    report = {"d": args.d, "runs": len(runs), "load_before": load,
+              "rows": [{k: v for k, v in r.items() if k != "arrays"} for r in rows]}
+    if args.project:
+        report["projection"] = project(runs, base["arrays"], args.d, [int(x) for x in args.cores.split(",")])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2, default=float)
+
+
+if __name__ == "__main__":
+    main()
