@@ -40,6 +40,9 @@ DIMS = (4, 16, 64, 256, 1024)
 
 
 def sweep(runs, workers: int) -> dict:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         client = local_client(workers, dashboard=False)
@@ -49,8 +52,10 @@ def sweep(runs, workers: int) -> dict:
         finally:
             close(client)
         wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    main_cpu = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
     busy = out.compute_s / (workers * max(wall - up, 1e-9))
-    return {"workers": workers, "wall_s": wall, "cluster_start_s": up, "task_s": out.compute_s,
+    return {"workers": workers, "wall_s": wall, "cluster_start_s": up, "task_s": out.compute_s, "main_cpu_s": main_cpu,
             "idle_share": 1.0 - busy, "failed": len(out.failed), "arrays": out.arrays}
 
 
@@ -130,6 +135,7 @@ def main() -> None:
         rows.append(row)
         print(f"  {w} worker(s): wall {row['wall_s']:7.1f} s (cluster start {row['cluster_start_s']:.1f} s), "
               f"inside tasks {row['task_s']:7.1f} s, idle share {100 * row['idle_share']:5.1f}%, "
+              f"main process CPU {row['main_cpu_s']:.1f} s, "
               f"failed runs {row['failed']}", flush=True)
     base = rows[0]
     for row in rows[1:]:

@@ -61,14 +61,32 @@ class PinToCore(_plugin_base()):
             index = int(worker.name)
         except (TypeError, ValueError):
             index = 0
-        if hasattr(os, "sched_setaffinity"):
-            os.sched_setaffinity(0, {self.cores[index % len(self.cores)]})
+        os.environ[PIN_ENV] = str(self.cores[index % len(self.cores)])
+        pin_threads()
         import threading
 
         threading.Thread(target=_exit_with_parent, args=(self.parent,), daemon=True).start()
 
     def teardown(self, worker):
         pass
+
+
+#: the core a local worker is pinned to (set in the worker by `PinToCore`)
+PIN_ENV = "IMPLICITBIAS_WORKER_CORE"
+
+
+def pin_threads() -> None:
+    """Pin every thread of this process to the worker's core.  `sched_setaffinity(0, ...)` moves only the
+    calling thread; XLA's and Dask's threads exist already, and a task runs in another thread, so every
+    thread listed in /proc/self/task is moved (threads created later inherit their creator's set)."""
+    core = os.environ.get(PIN_ENV)
+    if core is None or not hasattr(os, "sched_setaffinity"):
+        return
+    for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else [0]:
+        try:
+            os.sched_setaffinity(int(tid), {int(core)})
+        except OSError:
+            pass  # a thread that ended meanwhile
 
 
 def _exit_with_parent(parent: int) -> None:

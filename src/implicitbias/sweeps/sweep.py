@@ -60,7 +60,9 @@ class SweepOutcome:
 def train_task(spec_jsons: Sequence[str]) -> tuple[list[xr.Dataset], dict[str, Dataset], float]:
     """One Dask task: train one group of runs; returns per-run Datasets, their data sets, seconds."""
     from implicitbias.runs.execute import dataset_of, train_group
+    from implicitbias.sweeps.cluster import pin_threads
 
+    pin_threads()  # threads XLA started since the worker came up
     started = time.perf_counter()
     specs = [RunSpec.from_json(s) for s in spec_jsons]
     arrays = train_group(specs)
