@@ -21,4 +21,15 @@ from implicitbias._spec import ConfigError, Spec  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["ConfigError", "Spec", "__version__"]
+
+
+def load(path):
+    """The results of `implicitbias run` (a run directory or its results.nc): typed run specs
+    (`runs`), each run's arrays (`arrays`, xarray), the data sets, the checks and the config; select
+    runs by any spec field with `select(...)` / `group_by(...)` and stack them with `stack(...)`."""
+    from implicitbias.experiments.runner import load as _load
+
+    return _load(path)
+
+
+__all__ = ["ConfigError", "Spec", "__version__", "load"]

@@ -12,7 +12,7 @@ import pydantic
 
 from implicitbias._spec import ConfigError
 from implicitbias.data.cifar import Cifar10
-from implicitbias.data.classification import GaussianMixture, NearlyOrthogonal, NoisyXor, Separable
+from implicitbias.data.classification import GaussianMixture, KnownSVM2D, NearlyOrthogonal, NoisyXor, Separable
 from implicitbias.data.dataset import Dataset, DataSpec
 from implicitbias.data.families import ChistikovFamily
 from implicitbias.data.matrices import MatrixCompletion, MatrixSensing, RazinCohen
@@ -26,6 +26,7 @@ AnyData = Annotated[
     | NoisyXor
     | NearlyOrthogonal
     | Separable
+    | KnownSVM2D
     | TeacherNeuron
     | TwoTeachers
     | Orthogonal
@@ -71,6 +72,7 @@ __all__ = [
     "GENERATORS",
     "Digits",
     "GaussianMixture",
+    "KnownSVM2D",
     "MatrixCompletion",
     "MatrixSensing",
     "NearOrthogonality",

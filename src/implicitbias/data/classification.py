@@ -158,3 +158,42 @@ class Separable(DataSpec):
         X_test, y_test = self._draw(r_test, w, self.n_test) if self.n_test else (None, None)
         info = {"w_star": w, "margin": float(np.min(y * (X @ w)))}
         return Dataset(X, y, X_test, y_test, "classification", info).validate()
+
+
+class KnownSVM2D(DataSpec):
+    """A small 2-D separable set whose hard-margin SVM is known in closed form, for the picture of Soudry et al.
+    2018, Figure 1 (S4).
+
+    With the unit vectors u = (cos angle, sin angle) and v = (-sin angle, cos angle), write each point through
+    its margin vector z_i = y_i x_i. Two support vectors, z_0 = margin u + a v (label +1) and
+    z_1 = margin u - b v (label -1), with a, b ~ Unif[spread / 4, spread]; the other n - 2 points have
+    z_i = (margin + g_i) u + t_i v with g_i ~ Unif[clearance, clearance + spread] and t_i ~ Unif[-spread, spread],
+    and random labels (x_i = y_i z_i). Then every <u, z_i> >= margin, with equality exactly at z_0 and z_1, and
+    u / margin = alpha_0 z_0 + alpha_1 z_1 with alpha_0 = b / (margin^2 (a + b)) > 0, alpha_1 = a / (margin^2 (a + b))
+    > 0: the KKT conditions of argmin ||w|| s.t. y_i <w, x_i> >= 1 hold at w_svm = u / margin, with unique, strictly
+    positive multipliers (the non-degenerate case of Soudry et al.'s Theorem 3).
+    info: w_svm (the SVM, scaled so that min_i y_i <w, x_i> = 1), margin (its geometric margin), support ([0, 1]),
+    alphas (the dual variables, zero off the support).
+    """
+
+    name: Literal["svm_2d"] = "svm_2d"
+    n: int = pydantic.Field(16, ge=2)
+    margin: float = pydantic.Field(0.5, gt=0.0)
+    angle: float = pydantic.Field(0.5, ge=-np.pi, le=np.pi)
+    spread: float = pydantic.Field(2.0, gt=0.0)
+    clearance: float = pydantic.Field(0.25, gt=0.0)
+
+    def generate(self, seed: int) -> Dataset:
+        (rng,) = streams(seed, 1)
+        u = np.array([np.cos(self.angle), np.sin(self.angle)])
+        v = np.array([-u[1], u[0]])
+        a, b = rng.uniform(self.spread / 4, self.spread, size=2)
+        gap = np.concatenate([[0.0, 0.0], rng.uniform(self.clearance, self.clearance + self.spread, self.n - 2)])
+        side = np.concatenate([[a, -b], rng.uniform(-self.spread, self.spread, self.n - 2)])
+        y = np.concatenate([[1.0, -1.0], signs(rng, self.n - 2)])
+        Z = (self.margin + gap)[:, None] * u[None, :] + side[:, None] * v[None, :]
+        X = y[:, None] * Z
+        alphas = np.zeros(self.n)
+        alphas[:2] = np.array([b, a]) / (self.margin**2 * (a + b))
+        info = {"w_svm": u / self.margin, "margin": float(self.margin), "support": np.array([0, 1]), "alphas": alphas}
+        return Dataset(X, y, None, None, "classification", info).validate()

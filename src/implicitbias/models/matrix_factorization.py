@@ -15,14 +15,33 @@ import pydantic
 from implicitbias.models.base import Model
 
 
+def _haar_orthogonal(key, n: int):
+    """A Haar-distributed n x n orthogonal matrix (QR of a Gaussian matrix, signs of diag(R) fixed)."""
+    Q, R = jnp.linalg.qr(jax.random.normal(key, (n, n)))
+    return Q * jnp.where(jnp.diag(R) < 0, -1.0, 1.0)
+
+
 class MatrixFactorization(Model):
-    """Depth-N factorisation of a dim x dim matrix. init_scheme: identity (W_i = scale I, so det W(0) > 0)
-    or gaussian (entries ~ N(0, scale^2))."""
+    """Depth-N factorisation of a dim x dim matrix, each factor dim x dim, init scale alpha = `scale`.
+
+    init_scheme:
+    - identity: W_i = alpha (I + init_noise G_i), G_i with iid N(0, 1) entries; with init_noise = 0 this is
+      alpha I (balanced, det W(0) = alpha^(N dim) > 0); with init_noise > 0 it is unbalanced (Razin & Cohen
+      2020 observe the determinant crossing zero from 0.3 I plus small noise at depth 3);
+    - gaussian: entries ~ N(0, alpha^2) (unbalanced);
+    - balanced: W_j = alpha F_j S^(1/N) F_{j-1}^T from the SVD G = U S V^T of a Gaussian G (entries
+      N(0, 1/dim)), F_0 = V, F_N = U and F_1..F_{N-1} Haar-random orthogonal, so that
+      W_{j+1}^T W_{j+1} = W_j W_j^T (the balancedness of Arora et al. 2018/2019 and of Razin & Cohen 2020's
+      analysis) and W(0) = alpha^N G. With positive_det, the first column of G is negated when det G < 0,
+      so det W(0) > 0.
+    """
 
     kind: Literal["matrix_factorization"] = "matrix_factorization"
     depth: int = pydantic.Field(2, ge=1)
     dim: int = pydantic.Field(2, ge=1)
-    init_scheme: Literal["identity", "gaussian"] = "identity"
+    init_scheme: Literal["identity", "gaussian", "balanced"] = "identity"
+    init_noise: float = pydantic.Field(0.0, ge=0.0)
+    positive_det: bool = False
 
     @property
     def homogeneity(self) -> int:
@@ -34,8 +53,23 @@ class MatrixFactorization(Model):
             raise ValueError(f"matrix factorisation of dim {n} expects inputs vec(A) of size {n * n}, got {d}")
         keys = jax.random.split(key, self.depth)
         if self.init_scheme == "identity":
-            return {f"W{i + 1}": scale * jnp.eye(n) for i in range(self.depth)}, {}
+            eye = jnp.eye(n)
+            return {f"W{i + 1}": scale * (eye + self.init_noise * jax.random.normal(k, (n, n)))
+                    for i, k in enumerate(keys)}, {}
+        if self.init_scheme == "balanced":
+            return self._balanced(key, scale), {}
         return {f"W{i + 1}": scale * jax.random.normal(k, (n, n)) for i, k in enumerate(keys)}, {}
+
+    def _balanced(self, key, scale) -> dict:
+        n, depth = self.dim, self.depth
+        k_g, *k_frames = jax.random.split(key, depth + 1)
+        G = jax.random.normal(k_g, (n, n)) / jnp.sqrt(n)
+        if self.positive_det:
+            G = G.at[:, 0].multiply(jnp.where(jnp.linalg.det(G) < 0, -1.0, 1.0))
+        U, s, Vt = jnp.linalg.svd(G)
+        root = s ** (1.0 / depth)
+        frames = [Vt.T] + [_haar_orthogonal(k, n) for k in k_frames[: depth - 1]] + [U]
+        return {f"W{j}": scale * (frames[j] * root) @ frames[j - 1].T for j in range(1, depth + 1)}
 
     def product(self, theta):
         P = theta["W1"]

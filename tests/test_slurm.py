@@ -1,0 +1,41 @@
+"""The dask-jobqueue path against a real single-node SLURM (started by `.ci/slurm-single-node.sh`): the same
+sweep through `--cluster FILE` gives bit-identical results to one trained in this process."""
+
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from implicitbias.experiments.runner import load
+
+
+def _slurm_up() -> bool:
+    if shutil.which("sinfo") is None:
+        return False
+    state = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20)
+    return state.returncode == 0 and any(s in state.stdout for s in ("idle", "mixed"))
+
+
+SMALL = ["chistikov2023-fig1", "--quick", "--no-progress", "--set", "grid.init_scale=[0.25,0.0039]", "trials=2"]
+
+
+@pytest.mark.xdist_group("sweep-cli")
+@pytest.mark.skipif(not _slurm_up(), reason="no SLURM node up (CI starts one with .ci/slurm-single-node.sh)")
+def test_a_sweep_on_slurm_through_dask_jobqueue_equals_one_in_process(tmp_path):
+    cluster = tmp_path / "slurm.yaml"
+    cluster.write_text('kind: slurm\njobs: 1\ncores: 2\nprocesses: 2\nmemory: 4GB\nwalltime: "00:20:00"\n')
+    runs = {}
+    for name, extra in (("slurm", ["--cluster", str(cluster)]), ("here", ["--workers", "0"])):
+        out = tmp_path / name
+        proc = subprocess.run([sys.executable, "-m", "implicitbias.cli", "run", *SMALL, "--out", str(out), *extra],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        runs[name] = load(out)
+    a, b = runs["slurm"], runs["here"]
+    assert [r.key() for r in a.runs] == [r.key() for r in b.runs] and len(a.runs) == 8
+    for x, y in zip(a.arrays, b.arrays):
+        for name in x.data_vars:
+            if x[name].dtype.kind == "f":
+                np.testing.assert_array_equal(x[name].values, y[name].values, err_msg=name)
