@@ -16,7 +16,7 @@ from implicitbias.data.classification import GaussianMixture, KnownSVM2D, Nearly
 from implicitbias.data.dataset import Dataset, DataSpec
 from implicitbias.data.families import ChistikovFamily
 from implicitbias.data.matrices import MatrixCompletion, MatrixSensing, RazinCohen
-from implicitbias.data.neuron import Orthogonal, TeacherNeuron, TwoTeachers
+from implicitbias.data.neuron import NeuronTeacher, Orthogonal, TeacherNeuron, TwoTeachers
 from implicitbias.data.real import Digits
 from implicitbias.data.regression import SparseRegression
 from implicitbias.data.stats import NearOrthogonality, near_orthogonality
@@ -29,6 +29,7 @@ AnyData = Annotated[
     | KnownSVM2D
     | TeacherNeuron
     | TwoTeachers
+    | NeuronTeacher
     | Orthogonal
     | ChistikovFamily
     | SparseRegression
@@ -77,6 +78,7 @@ __all__ = [
     "MatrixSensing",
     "NearOrthogonality",
     "NearlyOrthogonal",
+    "NeuronTeacher",
     "NoisyXor",
     "Orthogonal",
     "RazinCohen",
