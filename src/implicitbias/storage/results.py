@@ -16,6 +16,7 @@ Layout of a result:
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -94,18 +95,34 @@ def theta_of(ds: xr.Dataset, run: int) -> tuple[dict, dict]:
     return theta, const
 
 
+def write_netcdf(obj, path: str | os.PathLike) -> None:
+    """`obj.to_netcdf(path)` (a Dataset or a DataTree) with this process's own file locks.  With a Dask
+    distributed client active, xarray would otherwise take a distributed lock through the scheduler
+    for every variable it writes (a round trip each: ~0.3 s a run file instead of ~10 ms)."""
+    import dask
+
+    with dask.config.set(scheduler="synchronous"):
+        obj.to_netcdf(path, engine="netcdf4")
+
+
 def save(ds: xr.Dataset, path: str | os.PathLike) -> Path:
-    """Write to NetCDF4 atomically (a temporary file renamed into place)."""
+    """Write to NetCDF4 atomically (a uniquely named temporary file renamed into place)."""
     path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    ds.to_netcdf(tmp, engine="netcdf4")
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        write_netcdf(ds, tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
     return path
 
 
 def load(path: str | os.PathLike) -> xr.Dataset:
     """Read a result written by `save`; values, dtypes and attributes round-trip unchanged."""
-    with xr.open_dataset(path, engine="netcdf4") as ds:
+    import dask
+
+    with dask.config.set(scheduler="synchronous"), xr.open_dataset(path, engine="netcdf4") as ds:
         out = ds.load()
     for name in ("status_name", "message"):
         if name in out:
@@ -138,7 +155,7 @@ def save_results(results, path: str | os.PathLike) -> Path:
         if f"data/{key}" not in nodes:
             nodes[f"data/{key}"] = data_to_xarray(results.datasets[key], spec)
     tree = xr.DataTree.from_dict(nodes)
-    return atomic_netcdf(lambda tmp: tree.to_netcdf(tmp, engine="netcdf4"), Path(path))
+    return atomic_netcdf(lambda tmp: write_netcdf(tree, tmp), Path(path))
 
 
 def load_results(path: str | os.PathLike):

@@ -23,7 +23,7 @@ import xarray as xr
 
 from implicitbias.data import Dataset
 from implicitbias.runs.spec import RESULTS_FORMAT, RunSpec
-from implicitbias.storage.results import load, save
+from implicitbias.storage.results import load, save, write_netcdf
 
 
 def atomic_netcdf(write: Callable[[Path], None], path: Path) -> Path:
@@ -73,7 +73,7 @@ class RunStore:
 
     def save_run(self, ds: xr.Dataset) -> Path:
         spec = RunSpec.from_json(ds.attrs["spec"])
-        return atomic_netcdf(lambda tmp: save(ds, tmp), self.run_path(spec))
+        return save(ds, self.run_path(spec))
 
     def done(self, spec: RunSpec) -> bool:
         return self.run_path(spec).exists()
@@ -82,7 +82,7 @@ class RunStore:
     def save_data(self, spec: RunSpec, data: Dataset) -> Path:
         path = self.data_path(spec)
         if not path.exists():
-            atomic_netcdf(lambda tmp: data_to_xarray(data, spec).to_netcdf(tmp, engine="netcdf4"), path)
+            atomic_netcdf(lambda tmp: write_netcdf(data_to_xarray(data, spec), tmp), path)
         return path
 
     def load_data(self, spec: RunSpec) -> Dataset | None:
