@@ -25,7 +25,8 @@ SMALL = ["chistikov2023-fig1", "--quick", "--no-progress", "--set", "grid.init_s
 @pytest.mark.skipif(not _slurm_up(), reason="no SLURM node up (CI starts one with .ci/slurm-single-node.sh)")
 def test_a_sweep_on_slurm_through_dask_jobqueue_equals_one_in_process(tmp_path):
     cluster = tmp_path / "slurm.yaml"
-    cluster.write_text('kind: slurm\njobs: 1\ncores: 2\nprocesses: 2\nmemory: 4GB\nwalltime: "00:20:00"\n')
+    cluster.write_text('kind: slurm\njobs: 1\ncores: 2\nprocesses: 2\nmemory: 4GB\nwalltime: "00:20:00"\n'
+                       f"log_directory: {tmp_path / 'logs'}\n")
     runs = {}
     for name, extra in (("slurm", ["--cluster", str(cluster)]), ("here", ["--workers", "0"])):
         out = tmp_path / name
