@@ -1,0 +1,140 @@
+"""`Results`: the typed outcome of a sweep, one entry per run.
+
+`runs[i]` is the `RunSpec` of run i, `arrays[i]` its Dataset (run dimension of length 1, metrics over
+checkpoints, final parameters), `data_of(i)` its training data.  Runs are selected and grouped by any
+spec field (`select(**{"data.d": 16})`, `group_by("data.scheme", "data.d")`); `stack(indices)` puts
+runs side by side in one Dataset over (run, checkpoint) with the spec fields that differ between
+them as run coordinates, which is what figures and theorem checks read.  A *cell* is a set of runs
+that differ only in their traced values (init seed and scale, learning rate, numeric model fields,
+data seed, trial): the runs one theorem check looks at together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from implicitbias.data import Dataset
+from implicitbias.runs.spec import RunSpec, field_value, group_by
+from implicitbias.status import Status
+
+#: spec fields shown as run coordinates of a stacked Dataset
+COORDS = ("init_scale", "seed", "trial", "data_seed")
+
+
+@dataclasses.dataclass
+class Cell:
+    """Runs checked together: their specs, stacked arrays and data sets (aligned with `runs`)."""
+
+    runs: list[RunSpec]
+    results: xr.Dataset
+    data: list[Dataset]
+    indices: list[int]
+
+    @property
+    def spec(self) -> RunSpec:
+        """The first run's spec: the fields every run of the cell shares (model structure, data
+        generator, method kind, stopping rule, ...)."""
+        return self.runs[0]
+
+    @property
+    def trials(self) -> int:
+        return len({r.trial for r in self.runs})
+
+    @property
+    def label(self) -> str:
+        s = self.spec
+        bits = [s.part] if s.part else []
+        for name in ("scheme", "family", "d", "n"):
+            v = getattr(s.data, name, None)
+            if v is not None:
+                bits.append(f"{name}={v}")
+        if s.method.kind != "gd" or not bits:
+            bits.append(f"method={s.method.kind}")
+        return ", ".join(bits)
+
+
+@dataclasses.dataclass
+class Results:
+    experiment: str
+    config: Any
+    runs: list[RunSpec]
+    arrays: list[xr.Dataset]
+    datasets: dict[str, Dataset]
+    checks: list[dict] = dataclasses.field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def data_of(self, i: int) -> Dataset:
+        return self.datasets[self.runs[i].data_key()]
+
+    def status(self, i: int) -> Status:
+        return Status(int(self.arrays[i]["status"].values[0]))
+
+    @functools.cached_property
+    def failed(self) -> list[int]:
+        """Runs that diverged or whose solver failed: left out of figures, fits and checks."""
+        return [i for i in range(len(self.runs)) if self.status(i).failed]
+
+    def select(self, **where: Any) -> list[int]:
+        """Indices of the runs whose dotted fields equal the given values, e.g.
+        `select(**{"data.d": 16, "part": "centred"})`; failed runs are left out."""
+        bad = set(self.failed)
+        return [i for i, s in enumerate(self.runs) if i not in bad
+                and all(field_value(s, k) == v for k, v in where.items())]
+
+    def group_by(self, *fields: str) -> dict[tuple, list[int]]:
+        bad = set(self.failed)
+        groups = group_by(self.runs, *fields)
+        return {k: [i for i in v if i not in bad] for k, v in groups.items() if any(i not in bad for i in v)}
+
+    def stack(self, indices: Sequence[int]) -> xr.Dataset:
+        return stack_runs([self.arrays[i] for i in indices], [self.runs[i] for i in indices])
+
+    @functools.cached_property
+    def cells(self) -> list[Cell]:
+        """The runs grouped into cells (same part and static part), failed runs left out."""
+        return [Cell([self.runs[i] for i in idx], self.stack(idx), [self.data_of(i) for i in idx], idx)
+                for idx in cell_indices(self.runs, exclude=self.failed)]
+
+
+def cell_indices(runs: Sequence[RunSpec], exclude: Sequence[int] = ()) -> list[list[int]]:
+    """The runs' indices grouped into cells: same part and same static part (`RunSpec.static_key`)."""
+    bad = set(exclude)
+    groups: dict[tuple, list[int]] = {}
+    for i, spec in enumerate(runs):
+        if i not in bad:
+            groups.setdefault((spec.part, spec.static_key()), []).append(i)
+    return list(groups.values())
+
+
+def stack_runs(arrays: Sequence[xr.Dataset], runs: Sequence[RunSpec]) -> xr.Dataset:
+    """Runs side by side over (run, checkpoint).  A run that stopped before the last checkpoint of
+    the longest one has its last row repeated, which is exactly what it would have recorded (a
+    stopped run no longer changes); the spec fields `COORDS`, `lr` and the numeric model fields
+    become run coordinates."""
+    n = max(a.sizes["checkpoint"] for a in arrays)
+    longest = next(a for a in arrays if a.sizes["checkpoint"] == n)
+    padded = []
+    for a in arrays:
+        k = a.sizes["checkpoint"]
+        a = a.isel(checkpoint=np.minimum(np.arange(n), k - 1)).assign_coords(
+            checkpoint=np.arange(n), target=("checkpoint", longest["target"].values))
+        padded.append(a)
+    ds = xr.concat(padded, dim="run", data_vars="minimal", coords="minimal", compat="override",
+                   combine_attrs="drop")
+    coords = {name: ("run", np.asarray([getattr(r, name) for r in runs])) for name in COORDS}
+    if hasattr(runs[0].method, "lr"):
+        coords["lr"] = ("run", np.asarray([r.method.lr for r in runs], dtype=float))
+    for name in runs[0].traced_model_fields():
+        values = np.asarray([getattr(r.model, name) for r in runs], dtype=float)
+        coords[f"model.{name}"] = ("run", values)
+    ds = ds.assign_coords(run=np.arange(len(arrays)), **coords)
+    ds.attrs["wall_time_s"] = float(sum(float(a.attrs.get("wall_time_s", 0.0)) for a in arrays))
+    return ds

@@ -1,0 +1,150 @@
+"""`RunSpec`: one training run as a frozen, validated value.
+
+A run is determined by its model, its data (generator spec and seed), loss, method, stopping rule,
+init seed and scale, checkpoints and what it records.  Its content hash, together with
+`RESULTS_FORMAT`, is its identity: the file a run is stored in is named after it, so a changed
+config (or a change of what a run means, which bumps `RESULTS_FORMAT`) never reuses a stale result.
+
+Like an equinox module that separates its static fields from its arrays, a spec splits into a
+*static* part (shapes, model structure, method kind, stopping rule, ...) that fixes the compiled
+program, and *traced* values (init seed and scale, learning rate, numeric model fields, data seed)
+that can vary inside one vmapped call.  `group_runs` splits a list of runs into compiled calls by
+their static part.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+import pydantic
+
+from implicitbias._spec import ConfigError, Spec
+from implicitbias.data import AnyData
+from implicitbias.losses import Loss
+from implicitbias.models import AnyModel
+from implicitbias.training import checkpoints as _checkpoints
+from implicitbias.training.methods import AnyMethod
+from implicitbias.training.stopping import Stop
+
+#: bump when what a stored run means changes (metrics recorded, their definition, the file layout):
+#: every stored run of an older format is then retrained instead of loaded
+RESULTS_FORMAT = 2
+
+
+class RunSpec(Spec):
+    """Everything that determines one run, plus two labels (`part`, `trial`) that say where the run
+    sits in its experiment.  `seed` seeds the initialisation, `data_seed` the data draw."""
+
+    model: AnyModel
+    data: AnyData
+    data_seed: int = pydantic.Field(0, ge=0)
+    loss: Loss = Loss()
+    method: AnyMethod
+    stop: Stop = Stop()
+    seed: int = pydantic.Field(0, ge=0)
+    init_scale: float = pydantic.Field(1.0, ge=0.0, allow_inf_nan=False)
+    checkpoints: int | list[float] = 30
+    reference: Literal["none", "svm"] = "none"
+    kkt: bool = True
+    keep_trajectory: bool = False
+    part: str = ""
+    trial: int = pydantic.Field(0, ge=0)
+
+    @pydantic.model_validator(mode="after")
+    def _checkpoints_resolve(self):
+        # fails here, with the rest of the config, rather than after training started
+        self.checkpoint_grid()
+        return self
+
+    def checkpoint_grid(self):
+        return _checkpoints.resolve(
+            self.checkpoints, is_flow=self.method.is_flow, max_steps=self.stop.max_steps,
+            max_time=self.stop.max_time, first_time=getattr(self.method, "dt0", 0.01),
+        )
+
+    # -- identity -----------------------------------------------------------------------------------
+    def key(self) -> str:
+        """The run's identity: a hash of its content and of `RESULTS_FORMAT`."""
+        return _digest({"format": RESULTS_FORMAT, **self.model_dump(mode="json")})
+
+    def data_key(self) -> str:
+        """The identity of the run's training/test data (generator spec and seed)."""
+        return _digest({"data": self.data.model_dump(mode="json"), "seed": self.data_seed})
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        return cls(**json.loads(text))
+
+    # -- static / traced ------------------------------------------------------------------------------
+    def traced_model_fields(self) -> tuple[str, ...]:
+        """The model's numeric (float) fields: they can differ between members of one compiled call."""
+        return tuple(name for name, field in type(self.model).model_fields.items()
+                     if field.annotation is float and isinstance(getattr(self.model, name), float))
+
+    def static_key(self) -> str:
+        """What fixes the compiled program: runs with equal static keys can share one vmapped call."""
+        dump = self.model_dump(mode="json")
+        for name in ("seed", "init_scale", "data_seed", "trial", "part"):
+            dump.pop(name)
+        for name in self.traced_model_fields():
+            dump["model"].pop(name)
+        if hasattr(self.method, "lr"):
+            dump["method"].pop("lr")
+        return _digest(dump)
+
+    def label(self) -> str:
+        """A short human-readable name, for logs."""
+        head = f"{self.part}: " if self.part else ""
+        bits = [f"{self.model.kind}", f"{self.data.name}", f"trial {self.trial}", f"init_scale {self.init_scale:g}"]
+        d = getattr(self.data, "d", None)
+        if d is not None:
+            bits.insert(2, f"d={d}")
+        scheme = getattr(self.data, "scheme", None)
+        if scheme is not None:
+            bits.insert(2, str(scheme))
+        bits.append(self.method.kind + (f" lr {self.method.lr:g}" if hasattr(self.method, "lr") else ""))
+        return head + ", ".join(bits)
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def field_value(spec: RunSpec, path: str) -> Any:
+    """The value of a dotted spec field, e.g. `data.d`, `method.kind`, `init_scale`."""
+    node: Any = spec
+    for part in path.split("."):
+        if not hasattr(node, part):
+            raise ConfigError(f"{path} is not a run field: expected one of {sorted(RunSpec.model_fields)} "
+                              "or a dotted path below model, data, loss, method, stop")
+        node = getattr(node, part)
+    return node
+
+
+def group_by(runs: Sequence[RunSpec], *fields: str) -> dict[tuple, list[int]]:
+    """Indices of `runs` grouped by the values of the given dotted fields, in first-seen order."""
+    out: dict[tuple, list[int]] = {}
+    for i, spec in enumerate(runs):
+        out.setdefault(tuple(field_value(spec, f) for f in fields), []).append(i)
+    return out
+
+
+def group_runs(runs: Iterable[RunSpec], *, max_flow: int = 1, max_discrete: int = 64) -> list[list[RunSpec]]:
+    """Split runs into compiled calls: runs with equal static parts, in chunks of at most `max_flow`
+    (gradient flow: an adaptive vmapped solve moves at its slowest member's pace, so on a CPU one
+    member per call) or `max_discrete` (fixed-step methods advance in lockstep at no cost).  The
+    split depends only on the runs, never on the number of workers."""
+    by_static: dict[str, list[RunSpec]] = {}
+    for spec in runs:
+        by_static.setdefault(spec.static_key(), []).append(spec)
+    groups = []
+    for members in by_static.values():
+        size = max_flow if members[0].method.is_flow else max_discrete
+        groups += [members[i:i + size] for i in range(0, len(members), size)]
+    return groups
