@@ -108,6 +108,7 @@ def write_netcdf(obj, path: str | os.PathLike) -> None:
 def save(ds: xr.Dataset, path: str | os.PathLike) -> Path:
     """Write to NetCDF4 atomically (a uniquely named temporary file renamed into place)."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         write_netcdf(ds, tmp)
