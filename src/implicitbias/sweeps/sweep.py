@@ -72,13 +72,14 @@ def train_task(spec_jsons: Sequence[str]) -> tuple[list[xr.Dataset], dict[str, D
 
 def run_sweep(runs: Sequence[RunSpec], store: RunStore, *, workers: int | None = None, scheduler: str | None = None,
               cluster: str | None = None, client=None, progress: bool = False, say: Callable[[str], None] = print,
-              max_flow: int = 1, max_discrete: int = 64) -> SweepOutcome:
+              max_flow: int | None = None, max_discrete: int | None = None) -> SweepOutcome:
     """Train the runs not yet in `store` and return every run's arrays.
 
     workers: None picks one single-threaded worker process per usable core (and trains in this
     process when there is a single task); 0 trains in this process; n >= 1 starts n workers.
     scheduler: the address of a running Dask scheduler; cluster: a dask-jobqueue YAML file; client: a
-    Dask client of your own (e.g. in a notebook), left open."""
+    Dask client of your own (e.g. in a notebook), left open.
+    max_flow, max_discrete: the most runs of one task (None: `task_sizes()` of this machine's device)."""
     started = time.perf_counter()
     runs = list(runs)
     out = SweepOutcome(runs, [None] * len(runs), {})
@@ -96,7 +97,8 @@ def run_sweep(runs: Sequence[RunSpec], store: RunStore, *, workers: int | None =
             out.arrays[i] = ds
         out.datasets[runs[idx[0]].data_key()] = data
         out.reused += len(idx)
-    groups = group_runs(todo, max_flow=max_flow, max_discrete=max_discrete)
+    sizes = task_sizes()
+    groups = group_runs(todo, max_flow=max_flow or sizes[0], max_discrete=max_discrete or sizes[1])
     log = _Log(store.root / "log.txt")
     bar = _bar(len(runs), out.reused, progress)
     if out.reused:
@@ -131,6 +133,16 @@ def run_sweep(runs: Sequence[RunSpec], store: RunStore, *, workers: int | None =
         log.close()
     out.wall_time_s = time.perf_counter() - started
     return out
+
+
+def task_sizes() -> tuple[int, int]:
+    """(gradient-flow runs, discrete-method runs) per task.  On a CPU a vmapped adaptive solve costs
+    members x the steps of the slowest member, so gradient flow runs one member per task, while fixed-step
+    methods share a vmapped call of up to 64; an accelerator computes a wide batch in about the time of
+    one member, so there tasks are large vmapped groups (one worker per device)."""
+    import jax
+
+    return (1, 64) if jax.default_backend() == "cpu" else (64, 1024)
 
 
 def _execute(groups, finished, *, workers, scheduler, cluster, client, say, out: SweepOutcome) -> None:
