@@ -152,7 +152,11 @@ def _execute(groups, finished, *, workers, scheduler, cluster, client, say, out:
     if client is not None:
         pass
     elif scheduler is None and cluster is None:
-        n = len(clusters.usable_cores()) if workers is None else workers
+        import jax
+
+        # a CPU: one single-threaded worker per core; an accelerator: one worker driving it with wide groups
+        auto = len(clusters.usable_cores()) if jax.default_backend() == "cpu" else 1
+        n = auto if workers is None else workers
         n = min(n, len(groups))
         if n == 0 or (workers is None and n == 1):
             out.workers = 0
