@@ -167,28 +167,47 @@ def _alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().split()[2] != "Z"
 
 
-@pytest.mark.xdist_group("sweep-cli")
-def test_main_process_killed_then_rerun_ends_with_the_same_results(tmp_path):
-    reference = _cli(tmp_path / "ref", "--workers", "0")
-    assert reference.wait(timeout=240) == 0, reference.stdout.read()
-    proc = _cli(tmp_path / "run", "--workers", "2")
-    runs_dir = tmp_path / "run" / "runs"
+def _stop_after(proc: subprocess.Popen, runs_dir: Path, at_least: int, sig: int) -> list[int]:
+    """Send `sig` to the sweep's main process once `at_least` runs are stored; returns its worker pids."""
     deadline = time.time() + 240
     workers: list[int] = []
-    while time.time() < deadline and len(list(runs_dir.glob("*.nc"))) < 2 and proc.poll() is None:
+    while time.time() < deadline and len(list(runs_dir.glob("*.nc"))) < at_least and proc.poll() is None:
         workers = _workers_of(proc.pid) or workers
         time.sleep(0.05)
-    assert proc.poll() is None, "killed before it finished"
+    assert proc.poll() is None, "the sweep finished before it could be stopped"
     workers = _workers_of(proc.pid) or workers
-    os.kill(proc.pid, signal.SIGKILL)
+    os.kill(proc.pid, sig)
+    return workers
+
+
+def _gone(pids: list[int], seconds: float = 30) -> bool:
+    deadline = time.time() + seconds
+    while time.time() < deadline and any(_alive(w) for w in pids):
+        time.sleep(0.2)
+    return not any(_alive(w) for w in pids)
+
+
+@pytest.mark.xdist_group("sweep-cli")
+def test_ctrl_c_then_kill_9_then_rerun_ends_with_the_same_results(tmp_path):
+    reference = _cli(tmp_path / "ref", "--workers", "0")
+    assert reference.wait(timeout=240) == 0, reference.stdout.read()
+    runs_dir = tmp_path / "run" / "runs"
+    # Ctrl-C: the cluster shuts down, what finished is kept, exit code 130
+    proc = _cli(tmp_path / "run", "--workers", "2")
+    workers = _stop_after(proc, runs_dir, 1, signal.SIGINT)
+    text = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130 and "rerun the same command to resume" in text, text
+    assert _gone(workers), workers
+    after_interrupt = len(list(runs_dir.glob("*.nc")))
+    assert after_interrupt >= 1
+    # kill -9 of the main process: its workers notice and end themselves (no orphans computing on)
+    proc = _cli(tmp_path / "run", "--workers", "2")
+    workers = _stop_after(proc, runs_dir, after_interrupt + 1, signal.SIGKILL)
     proc.wait()
     kept = len(list(runs_dir.glob("*.nc")))
-    assert 2 <= kept < 8
-    # the workers notice that the sweep's process is gone and end themselves (no orphans computing on)
-    deadline = time.time() + 30
-    while time.time() < deadline and any(_alive(w) for w in workers):
-        time.sleep(0.2)
-    assert not any(_alive(w) for w in workers), workers
+    assert after_interrupt < kept < 8
+    assert _gone(workers), workers
+    # the same command again: loads what finished, trains the rest, same results as never interrupted
     again = _cli(tmp_path / "run", "--workers", "2")
     text = again.communicate(timeout=240)[0]
     assert again.returncode == 0, text

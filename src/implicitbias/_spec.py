@@ -64,6 +64,11 @@ def format_validation_error(exc: pydantic.ValidationError, prefix: str = "", dat
     lines = []
     for err in exc.errors():
         loc = _field_path(err["loc"], data)
+        if err.get("type") == "value_error" and (not loc or isinstance(err.get("input"), dict)):
+            # a check across fields (a model validator): its message names the field and the value itself
+            message = str(err.get("msg", "")).removeprefix("Value error, ")
+            lines.append(f"{loc + ': ' if loc else ''}{message}")
+            continue
         field = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
         value = err.get("input")
         if isinstance(value, dict):

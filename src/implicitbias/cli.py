@@ -81,6 +81,10 @@ def cmd_run(args) -> int:
     config = exp.resolve(quick=args.quick, overrides=_parse_sets(args.set), seed=args.seed)
     runs = exp.runs(config)  # every run validated before anything trains
     _preflight(config, args)
+    if args.scheduler is None and args.cluster is None:
+        from implicitbias.runs.budget import check_fits
+
+        check_fits(runs, args.workers)
     out = Path(args.out or f"runs/{exp.name}{'-quick' if args.quick else ''}")
     out.mkdir(parents=True, exist_ok=True)
     command = "implicitbias " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if args.argv is None else args.argv

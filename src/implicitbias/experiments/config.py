@@ -61,6 +61,12 @@ class ExperimentConfig(Spec):
                 )
         return self
 
+    @pydantic.model_validator(mode="after")
+    def _checkpoints_resolve(self):
+        # checkpoints can only fail against the method and the stopping rule: checked here, with the rest
+        self.method.checkpoint_grid(self.checkpoints, self.stop)
+        return self
+
     def part(self, name: str) -> ExperimentConfig:
         """The config of one named part (e.g. one panel of a figure): the base with its overrides."""
         if name not in self.parts:

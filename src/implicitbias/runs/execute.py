@@ -58,8 +58,8 @@ def train_group(runs: Sequence[RunSpec], progress: bool = False) -> list[xr.Data
     data = [dataset_of(r) for r in runs]
     same_data = all(r.data_key() == first.data_key() for r in runs)
     batch = {"seed": [r.seed for r in runs], "init_scale": [r.init_scale for r in runs]}
-    if hasattr(first.method, "lr"):
-        batch["lr"] = [r.method.lr for r in runs]
+    for name in first.method.traced_fields:
+        batch[name] = [getattr(r.method, name) for r in runs]
     for name in first.traced_model_fields():
         values = [getattr(r.model, name) for r in runs]
         if len(set(values)) > 1:

@@ -94,6 +94,22 @@ class Results:
         groups = group_by(self.runs, *fields)
         return {k: [i for i in v if i not in bad] for k, v in groups.items() if any(i not in bad for i in v)}
 
+    def plot(self, name: str | None = None):
+        """Draw one of the experiment's figures (by name; the first when None) and return the matplotlib
+        Figure: in a notebook it shows inline."""
+        from implicitbias.experiments.registry import get
+
+        figures = {f.name: f for f in get(self.experiment).figures}
+        if not figures:
+            raise KeyError(f"{self.experiment} declares no figures")
+        if name is None:
+            name = next(iter(figures))
+        if name not in figures:
+            raise KeyError(f"figure {name!r} is not one of {self.experiment}'s: expected one of {list(figures)}")
+        fig = figures[name].draw(self)
+        fig.suptitle(f"{self.experiment}: {name}", fontsize=10)
+        return fig
+
     def stack(self, indices: Sequence[int]) -> xr.Dataset:
         return stack_runs([self.arrays[i] for i in indices], [self.runs[i] for i in indices])
 
@@ -117,7 +133,8 @@ def cell_indices(runs: Sequence[RunSpec], exclude: Sequence[int] = ()) -> list[l
 def stack_runs(arrays: Sequence[xr.Dataset], runs: Sequence[RunSpec]) -> xr.Dataset:
     """Runs side by side over (run, checkpoint).  A run that stopped before the last checkpoint of
     the longest one has its last row repeated, which is exactly what it would have recorded (a
-    stopped run no longer changes); the spec fields `COORDS`, `lr` and the numeric model fields
+    stopped run no longer changes); the spec fields `COORDS`, the method's traced fields (`lr`) and the
+    numeric model fields
     become run coordinates."""
     n = max(a.sizes["checkpoint"] for a in arrays)
     longest = next(a for a in arrays if a.sizes["checkpoint"] == n)
@@ -130,8 +147,8 @@ def stack_runs(arrays: Sequence[xr.Dataset], runs: Sequence[RunSpec]) -> xr.Data
     ds = xr.concat(padded, dim="run", data_vars="minimal", coords="minimal", compat="override",
                    combine_attrs="drop")
     coords = {name: ("run", np.asarray([getattr(r, name) for r in runs])) for name in COORDS}
-    if hasattr(runs[0].method, "lr"):
-        coords["lr"] = ("run", np.asarray([r.method.lr for r in runs], dtype=float))
+    for name in runs[0].method.traced_fields:  # e.g. the learning rate
+        coords[name] = ("run", np.asarray([getattr(r.method, name) for r in runs], dtype=float))
     for name in runs[0].traced_model_fields():
         values = np.asarray([getattr(r.model, name) for r in runs], dtype=float)
         coords[f"model.{name}"] = ("run", values)

@@ -25,7 +25,6 @@ from implicitbias._spec import ConfigError, Spec
 from implicitbias.data import AnyData
 from implicitbias.losses import Loss
 from implicitbias.models import AnyModel
-from implicitbias.training import checkpoints as _checkpoints
 from implicitbias.training.methods import AnyMethod
 from implicitbias.training.stopping import Stop
 
@@ -60,10 +59,7 @@ class RunSpec(Spec):
         return self
 
     def checkpoint_grid(self):
-        return _checkpoints.resolve(
-            self.checkpoints, is_flow=self.method.is_flow, max_steps=self.stop.max_steps,
-            max_time=self.stop.max_time, first_time=getattr(self.method, "dt0", 0.01),
-        )
+        return self.method.checkpoint_grid(self.checkpoints, self.stop)
 
     # -- identity -----------------------------------------------------------------------------------
     def key(self) -> str:
@@ -94,8 +90,8 @@ class RunSpec(Spec):
             dump.pop(name)
         for name in self.traced_model_fields():
             dump["model"].pop(name)
-        if hasattr(self.method, "lr"):
-            dump["method"].pop("lr")
+        for name in self.method.traced_fields:
+            dump["method"].pop(name)
         return _digest(dump)
 
     def label(self) -> str:
@@ -108,7 +104,7 @@ class RunSpec(Spec):
         scheme = getattr(self.data, "scheme", None)
         if scheme is not None:
             bits.insert(2, str(scheme))
-        bits.append(self.method.kind + (f" lr {self.method.lr:g}" if hasattr(self.method, "lr") else ""))
+        bits.append(" ".join([self.method.kind, *(f"{k} {v:g}" for k, v in self.method.traced_values().items())]))
         return head + ", ".join(bits)
 
 
@@ -145,6 +141,6 @@ def group_runs(runs: Iterable[RunSpec], *, max_flow: int = 1, max_discrete: int 
         by_static.setdefault(spec.static_key(), []).append(spec)
     groups = []
     for members in by_static.values():
-        size = max_flow if members[0].method.is_flow else max_discrete
+        size = max_flow if members[0].method.is_adaptive else max_discrete
         groups += [members[i:i + size] for i in range(0, len(members), size)]
     return groups

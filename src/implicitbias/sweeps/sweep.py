@@ -87,7 +87,7 @@ def run_sweep(runs: Sequence[RunSpec], store: RunStore, *, workers: int | None =
     for i, spec in enumerate(runs):
         by_key.setdefault(spec.key(), []).append(i)
     todo = []
-    for key, idx in by_key.items():
+    for idx in by_key.values():
         ds = store.load_run(runs[idx[0]])
         data = store.load_data(runs[idx[0]]) if ds is not None else None
         if ds is None or data is None:
