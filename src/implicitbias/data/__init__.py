@@ -12,7 +12,14 @@ import pydantic
 
 from implicitbias._spec import ConfigError
 from implicitbias.data.cifar import Cifar10
-from implicitbias.data.classification import GaussianMixture, KnownSVM2D, NearlyOrthogonal, NoisyXor, Separable
+from implicitbias.data.classification import (
+    GaussianMixture,
+    KnownSVM2D,
+    MulticlassSeparable,
+    NearlyOrthogonal,
+    NoisyXor,
+    Separable,
+)
 from implicitbias.data.dataset import Dataset, DataSpec
 from implicitbias.data.families import ChistikovFamily
 from implicitbias.data.matrices import MatrixCompletion, MatrixSensing, RazinCohen
@@ -27,6 +34,7 @@ AnyData = Annotated[
     | NearlyOrthogonal
     | Separable
     | KnownSVM2D
+    | MulticlassSeparable
     | TeacherNeuron
     | TwoTeachers
     | NeuronTeacher
@@ -76,6 +84,7 @@ __all__ = [
     "KnownSVM2D",
     "MatrixCompletion",
     "MatrixSensing",
+    "MulticlassSeparable",
     "NearOrthogonality",
     "NearlyOrthogonal",
     "NeuronTeacher",

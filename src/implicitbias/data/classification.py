@@ -10,6 +10,7 @@ import numpy as np
 import pydantic
 import scipy.stats
 
+from implicitbias._spec import ConfigError
 from implicitbias.data.dataset import Dataset, DataSpec, random_orthonormal, signs, streams
 
 
@@ -125,7 +126,9 @@ class NearlyOrthogonal(DataSpec):
 class Separable(DataSpec):
     """Linearly separable data with a known margin, for Soudry et al. 2018 (S4).
 
-    w* is a uniformly random unit vector; x ~ N(0, I_d) and y = sign<w*, x> (0 counts as +1); then
+    w* is a uniformly random unit vector, or with `sparsity` = k a k-sparse teacher with entries +-1/sqrt(k)
+    (random signs) on a uniformly random support (Gunasekar et al. 2018, S6: the l1 and l2 max-margin
+    directions then differ clearly); x ~ N(0, I_d) and y = sign<w*, x> (0 counts as +1); then
     method "shift" moves each point along w*: x <- x + y * margin * w*, so y<w*, x> >= margin, and
     method "condition" draws x from N(0, I_d) conditioned on |<w*, x>| >= margin (exactly: the component
     along w* is replaced by a sign-preserving draw from the standard normal truncated to [margin, inf)).
@@ -139,6 +142,20 @@ class Separable(DataSpec):
     margin: float = pydantic.Field(0.1, gt=0.0)
     method: Literal["shift", "condition"] = "shift"
     n_test: int = pydantic.Field(0, ge=0)
+    sparsity: int | None = pydantic.Field(None, ge=1)
+
+    @pydantic.model_validator(mode="after")
+    def _sparsity_fits(self):
+        if self.sparsity is not None and self.sparsity > self.d:
+            raise ValueError(f"sparsity = {self.sparsity} > d = {self.d}: the teacher has at most d nonzero entries")
+        return self
+
+    def _teacher(self, rng) -> np.ndarray:
+        if self.sparsity is None:
+            return random_orthonormal(rng, self.d, 1)[0]
+        w = np.zeros(self.d)
+        w[rng.choice(self.d, self.sparsity, replace=False)] = signs(rng, self.sparsity) / np.sqrt(self.sparsity)
+        return w
 
     def _draw(self, rng, w, n):
         X = rng.standard_normal((n, self.d))
@@ -153,7 +170,7 @@ class Separable(DataSpec):
 
     def generate(self, seed: int) -> Dataset:
         r_w, r_train, r_test = streams(seed, 3)
-        w = random_orthonormal(r_w, self.d, 1)[0]
+        w = self._teacher(r_w)
         X, y = self._draw(r_train, w, self.n)
         X_test, y_test = self._draw(r_test, w, self.n_test) if self.n_test else (None, None)
         info = {"w_star": w, "margin": float(np.min(y * (X @ w)))}
@@ -197,3 +214,50 @@ class KnownSVM2D(DataSpec):
         alphas[:2] = np.array([b, a]) / (self.margin**2 * (a + b))
         info = {"w_svm": u / self.margin, "margin": float(self.margin), "support": np.array([0, 1]), "alphas": alphas}
         return Dataset(X, y, None, None, "classification", info).validate()
+
+
+class MulticlassSeparable(DataSpec):
+    """k-class data separable by a linear teacher with a margin, for the multiclass case of Soudry et al. 2018
+    (Sec. 4.3; S4): the limit of GD on the cross-entropy is the multiclass SVM.
+
+    The teacher W* has k rows w*_c of norm 1 (orthonormal when k <= d, else Gaussian rows normalised); x ~ N(0, I_d)
+    is kept when its score gap (W* x)_y - max_{c != y} (W* x)_c >= margin, with y = argmax_c (W* x)_c (rejection
+    sampling, at most 1000 rounds). Labels are class indices 0..k-1 (task "multiclass").
+    info: W_star, margin = the smallest score gap of W* on the data (>= the requested margin).
+    """
+
+    name: Literal["multiclass_separable"] = "multiclass_separable"
+    n: int = pydantic.Field(30, ge=1)
+    d: int = pydantic.Field(2, ge=1)
+    classes: int = pydantic.Field(3, ge=2)
+    margin: float = pydantic.Field(0.3, gt=0.0)
+    n_test: int = pydantic.Field(0, ge=0)
+
+    def _draw(self, rng, W, n):
+        X, y = np.zeros((0, self.d)), np.zeros(0)
+        for _ in range(1000):
+            Z = rng.standard_normal((4 * n, self.d))
+            S = Z @ W.T
+            top = np.sort(S, axis=1)
+            keep = top[:, -1] - top[:, -2] >= self.margin
+            X = np.vstack([X, Z[keep]])
+            y = np.concatenate([y, np.argmax(S[keep], axis=1).astype(float)])
+            if X.shape[0] >= n:
+                return X[:n], y[:n]
+        raise ConfigError(f"data.margin = {self.margin!r} is not allowed: too few N(0, I) points have a score gap "
+                          f">= margin under a teacher with {self.classes} unit rows; expected a smaller margin")
+
+    def generate(self, seed: int) -> Dataset:
+        r_w, r_train, r_test = streams(seed, 3)
+        if self.classes <= self.d:
+            W = random_orthonormal(r_w, self.d, self.classes)
+        else:
+            W = r_w.standard_normal((self.classes, self.d))
+            W /= np.linalg.norm(W, axis=1, keepdims=True)
+        X, y = self._draw(r_train, W, self.n)
+        X_test, y_test = self._draw(r_test, W, self.n_test) if self.n_test else (None, None)
+        S = X @ W.T
+        gaps = S[np.arange(self.n), y.astype(int)][:, None] - S
+        gaps[np.arange(self.n), y.astype(int)] = np.inf
+        info = {"W_star": W, "margin": float(gaps.min())}
+        return Dataset(X, y, X_test, y_test, "multiclass", info).validate()

@@ -16,7 +16,7 @@ import numpy as np
 
 from implicitbias._spec import ConfigError, Spec
 
-Task = Literal["classification", "regression"]
+Task = Literal["classification", "regression", "multiclass"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -24,7 +24,8 @@ class Dataset:
     """Training (and optional test) data.
 
     X: (n, d) float64 inputs, rows x_i.  y: (n,) float64 labels, in {-1, +1} when task is
-    "classification", real when "regression".  X_test, y_test: a held-out set or None.
+    "classification", real when "regression", class indices 0..k-1 when "multiclass".
+    X_test, y_test: a held-out set or None.
     info: generator-specific extras (the mean mu, a teacher v*, the true sparse w*, W* of matrix
     sensing, the number of redraws, ...), documented by each generator.
     """
@@ -51,9 +52,10 @@ class Dataset:
     def validate(self) -> Dataset:
         """Raise `ConfigError` (before any compute) for empty data, wrong shapes, non-finite entries,
         or classification labels outside {-1, +1}. Returns the data set, for chaining."""
-        if self.task not in ("classification", "regression"):
+        if self.task not in ("classification", "regression", "multiclass"):
             raise ConfigError(
-                f"data.task = {self.task!r} is not allowed: expected one of 'classification', 'regression'"
+                f"data.task = {self.task!r} is not allowed: expected one of 'classification', 'regression', "
+                "'multiclass'"
             )
         _check_pair("X", "y", self.X, self.y, self.task)
         if (self.X_test is None) != (self.y_test is None):
@@ -99,6 +101,14 @@ def _check_pair(xname: str, yname: str, X, y, task: str) -> None:
             raise ConfigError(
                 f"data.{name} contains {int(bad.sum())} non-finite entries (first at {where}): "
                 f"value {a[tuple(first)]!r} is not allowed: expected finite numbers"
+            )
+    if task == "multiclass":
+        wrong = (y < 0) | (y != np.round(y))
+        if wrong.any():
+            i = int(np.argmax(wrong))
+            raise ConfigError(
+                f"data.{yname} contains {int(wrong.sum())} labels that are not class indices "
+                f"(first at index {i}: {y[i]!r}): multiclass data expects integer labels 0..k-1"
             )
     if task == "classification":
         wrong = (y != 1) & (y != -1)

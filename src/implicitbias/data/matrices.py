@@ -107,6 +107,11 @@ def _entry_inputs(d: int, flat: np.ndarray) -> np.ndarray:
     return X
 
 
+def _entry_pairs(d: int, flat: np.ndarray) -> np.ndarray:
+    """Rows (p, q) (as floats) for the row-major flat indices p * d + q."""
+    return np.stack(np.divmod(flat, d), axis=1).astype(np.float64)
+
+
 class MatrixCompletion(_LowRank):
     """Matrix completion (S8): n distinct entries (p_i, q_i) chosen uniformly at random, A_i = e_p e_q^T,
     y_i = W*_{p q}. X has rows vec(A_i), shape (n, d*d). The test set (n_test) is made of distinct
@@ -114,12 +119,15 @@ class MatrixCompletion(_LowRank):
 
     observed: the observed positions (0-based (row, column) pairs) instead of a random draw; n is then their
     number (whatever n says). Refused before anything trains: an empty list, an index outside the d x d matrix,
-    a repeated entry."""
+    a repeated entry.
+    encoding: dense (rows vec(e_p e_q^T), for `MatrixFactorization(inputs="dense")`) or entries (rows (p, q) as
+    floats, shape (n, 2), for `MatrixFactorization(inputs="entries")`: no n x d^2 one-hot matrix)."""
 
     name: Literal["matrix_completion"] = "matrix_completion"
     n: int = pydantic.Field(50, ge=1)
     n_test: int = pydantic.Field(0, ge=0)
     observed: tuple[tuple[int, int], ...] | None = None
+    encoding: Literal["dense", "entries"] = "dense"
 
     @pydantic.model_validator(mode="before")
     @classmethod
@@ -164,14 +172,15 @@ class MatrixCompletion(_LowRank):
         train, test = flat[: self.n], flat[self.n : self.n + self.n_test]
         mask = np.zeros(self.d * self.d, dtype=bool)
         mask[train] = True
-        X_test = _entry_inputs(self.d, test) if self.n_test else None
+        encode = _entry_inputs if self.encoding == "dense" else _entry_pairs
+        X_test = encode(self.d, test) if self.n_test else None
         y_test = W.reshape(-1)[test] if self.n_test else None
         info = {
             "W_star": W,
             "observed": np.stack(np.divmod(train, self.d), axis=1),
             "mask": mask.reshape(self.d, self.d),
         }
-        X = _entry_inputs(self.d, train)
+        X = encode(self.d, train)
         return Dataset(X, W.reshape(-1)[train], X_test, y_test, "regression", info).validate()
 
 

@@ -6,12 +6,12 @@ import pydantic
 
 from implicitbias.models.activations import ACTIVATIONS, activation
 from implicitbias.models.base import Model
-from implicitbias.models.linear import DeepLinear, DiagonalLinear, Linear, SingleNeuron
+from implicitbias.models.linear import DeepLinear, DiagonalLinear, Linear, MulticlassLinear, SingleNeuron
 from implicitbias.models.matrix_factorization import MatrixFactorization
 from implicitbias.models.two_layer import TwoLayer
 
 AnyModel = Annotated[
-    TwoLayer | Linear | DeepLinear | DiagonalLinear | SingleNeuron | MatrixFactorization,
+    TwoLayer | Linear | DeepLinear | DiagonalLinear | SingleNeuron | MatrixFactorization | MulticlassLinear,
     pydantic.Field(discriminator="kind"),
 ]
 
@@ -23,6 +23,7 @@ __all__ = [
     "Linear",
     "MatrixFactorization",
     "Model",
+    "MulticlassLinear",
     "SingleNeuron",
     "TwoLayer",
     "activation",

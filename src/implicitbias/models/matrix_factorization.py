@@ -34,6 +34,12 @@ class MatrixFactorization(Model):
       W_{j+1}^T W_{j+1} = W_j W_j^T (the balancedness of Arora et al. 2018/2019 and of Razin & Cohen 2020's
       analysis) and W(0) = alpha^N G. With positive_det, the first column of G is negated when det G < 0,
       so det W(0) > 0.
+
+    inputs: dense (x = vec(A), f = <A, W>) or entries (x = (p, q), f = W[p, q]: matrix completion without the
+    n x dim^2 one-hot inputs, for large matrices; `MatrixCompletion(encoding="entries")`).
+
+    symmetric (depth 2 only): W = U U^T with one trained factor U = W1 (Gunasekar et al. 2017's PSD model), W1
+    initialised like the first factor of the scheme (identity: U(0) = alpha I).
     """
 
     kind: Literal["matrix_factorization"] = "matrix_factorization"
@@ -42,6 +48,15 @@ class MatrixFactorization(Model):
     init_scheme: Literal["identity", "gaussian", "balanced"] = "identity"
     init_noise: float = pydantic.Field(0.0, ge=0.0)
     positive_det: bool = False
+    symmetric: bool = False
+    inputs: Literal["dense", "entries"] = "dense"
+
+    @pydantic.model_validator(mode="after")
+    def _symmetric_depth_2(self):
+        if self.symmetric and self.depth != 2:
+            raise ValueError(f"symmetric = true is not allowed with depth = {self.depth}: expected depth 2 "
+                             "(the symmetric factorisation W = U U^T of Gunasekar et al. 2017)")
+        return self
 
     @property
     def homogeneity(self) -> int:
@@ -49,9 +64,15 @@ class MatrixFactorization(Model):
 
     def init(self, key, d, scale):
         n = self.dim
-        if d != n * n:
+        if self.inputs == "dense" and d != n * n:
             raise ValueError(f"matrix factorisation of dim {n} expects inputs vec(A) of size {n * n}, got {d}")
         keys = jax.random.split(key, self.depth)
+        if self.symmetric:
+            theta, const = self._factors(key, keys, n, scale)
+            return {"W1": theta["W1"]}, const
+        return self._factors(key, keys, n, scale)
+
+    def _factors(self, key, keys, n, scale):
         if self.init_scheme == "identity":
             eye = jnp.eye(n)
             return {f"W{i + 1}": scale * (eye + self.init_noise * jax.random.normal(k, (n, n)))
@@ -72,12 +93,16 @@ class MatrixFactorization(Model):
         return {f"W{j}": scale * (frames[j] * root) @ frames[j - 1].T for j in range(1, depth + 1)}
 
     def product(self, theta):
+        if self.symmetric:
+            return theta["W1"] @ theta["W1"].T
         P = theta["W1"]
         for i in range(2, self.depth + 1):
             P = theta[f"W{i}"] @ P
         return P
 
     def apply(self, theta, const, x):
+        if self.inputs == "entries":
+            return self.product(theta)[x[0].astype(jnp.int32), x[1].astype(jnp.int32)]
         return jnp.sum(self.product(theta).reshape(-1) * x)
 
     def weight_matrices(self, theta, const):

@@ -181,10 +181,21 @@ def min_nuclear_norm_completion(entries, y, shape: tuple[int, int]) -> NuclearNo
     entries: (n, 2) integer array of observed positions (p_i, q_i); y: (n,) observed values;
     shape: (d1, d2) of W.
     """
+    import cvxpy as cp
+
     entries = np.asarray(entries, dtype=int).reshape(-1, 2)
-    A = np.zeros((entries.shape[0], *shape))
-    A[np.arange(entries.shape[0]), entries[:, 0], entries[:, 1]] = 1.0
-    return min_nuclear_norm_sensing(A, y)
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    if y.shape[0] != entries.shape[0]:
+        raise ValueError(f"y has {y.shape[0]} entries but there are {entries.shape[0]} observed positions")
+    # the constraints index W directly (no n x d1 d2 measurement matrix: completion of large matrices stays cheap)
+    W = cp.Variable(tuple(shape))
+    status = solve_cvxpy(cp.Problem(cp.Minimize(cp.normNuc(W)), [W[entries[:, 0], entries[:, 1]] == y]),
+                         "nuclear-norm completion")
+    if W.value is None or status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+        raise ReferenceSolverError(f"nuclear-norm completion: Clarabel returned status {status!r}")
+    Wv = np.asarray(W.value)
+    residual = float(np.max(np.abs(Wv[entries[:, 0], entries[:, 1]] - y), initial=0.0))
+    return NuclearNormResult(W=Wv, nuclear_norm=float(np.linalg.svd(Wv, compute_uv=False).sum()), residual=residual)
 
 
 # -- A single ReLU neuron (S9) ------------------------------------------------------------------------
@@ -213,3 +224,32 @@ def single_neuron_min_norm(X, y) -> np.ndarray:
             raise ValueError("single_neuron_min_norm: no ReLU neuron fits these labels with zero loss")
         raise ReferenceSolverError(f"single-neuron min norm QP: Clarabel returned status {status!r}")
     return np.asarray(w.value)
+
+
+def min_nuclear_norm_psd_sensing(A, y, shape: tuple[int, int] | None = None) -> NuclearNormResult:
+    """argmin ||W||_* = trace(W) over PSD W with <A_i, W> = y_i: the limit Gunasekar et al. 2017 (Theorem 1) prove
+    for gradient flow on W = U U^T from U(0) = alpha I, alpha -> 0, with commuting measurements (S8). A semidefinite
+    program solved by cvxpy with Clarabel; A as in `min_nuclear_norm_sensing` (d1 = d2). Raises ValueError when no
+    PSD matrix interpolates."""
+    import cvxpy as cp
+
+    A = np.asarray(A, dtype=np.float64)
+    if A.ndim == 2:
+        if shape is None:
+            raise ValueError("flattened measurements (n, d*d) need shape=(d, d)")
+        A = A.reshape(A.shape[0], *shape)
+    if A.ndim != 3 or A.shape[1] != A.shape[2]:
+        raise ValueError(f"A must have shape (n, d, d) or (n, d*d), got {A.shape}")
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    if y.shape[0] != A.shape[0]:
+        raise ValueError(f"y has {y.shape[0]} entries but there are {A.shape[0]} measurements")
+    W = cp.Variable(A.shape[1:], PSD=True)
+    constraints = [A.reshape(A.shape[0], -1) @ cp.vec(W, order="C") == y]
+    status = solve_cvxpy(cp.Problem(cp.Minimize(cp.trace(W)), constraints), "PSD nuclear-norm minimisation")
+    if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+        raise ValueError("min_nuclear_norm_psd_sensing: no PSD matrix satisfies the measurements")
+    if W.value is None or status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+        raise ReferenceSolverError(f"PSD nuclear-norm minimisation: Clarabel returned status {status!r}")
+    Wv = np.asarray(W.value)
+    residual = float(np.max(np.abs(np.einsum("nij,ij->n", A, Wv) - y), initial=0.0))
+    return NuclearNormResult(W=Wv, nuclear_norm=float(np.linalg.svd(Wv, compute_uv=False).sum()), residual=residual)

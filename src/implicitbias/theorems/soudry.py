@@ -15,11 +15,11 @@ Nacson, Srebro, Soudry 2019 (AISTATS): SGD with a fixed step has the same limit 
 Nacson, Lee, Gunasekar, Savarese, Srebro, Soudry 2019 (AISTATS): with normalised steps eta / L(w) the direction
 converges polynomially fast (O(log t / sqrt t) for the exponential loss) instead of like 1/log t.
 
-Rates are read off the late, log-spaced checkpoints (the last `late_fraction` of them) at time t = lr k: an
-exponent p of g(t) ~ (log t)^(-p) is minus the fitted slope of log g against log log t. Using the step count k
-instead of t shifts log t by log lr, which moves a fitted exponent at finite t by a relative O(|log lr| / log t);
-that, and the O(1/log t) corrections of Theorem 3 itself, is why the exponents are checked with a tolerance of 1/2:
-half way to the neighbouring integer rates (p = 0: no convergence; p = 2: faster than the theorem allows).
+Rates are read off the late, log-spaced checkpoints (the last `late_fraction` of them) at time t = lr k. Fitted
+exponents of (log t)^-p are unreliable at finite t (shifting t by a factor lr, or the transient of rho(t), moves
+them by O(1 / log t)), so the 1/log t rates are checked through quantities that must stay bounded or converge:
+the exponent of the gaps against ||w(t)|| (`gap_exponent`) and, where Theorem 3 determines it, the limit of
+angle gap x ||w(t)||, ||P w_tilde||.
 """
 
 from __future__ import annotations
@@ -40,17 +40,28 @@ LOGISTIC_BETA = 0.25
 
 
 # -- the data: separability, the SVM, smoothness ------------------------------------------------------------
+def classes_of(run, r: int) -> int:
+    """The number of classes of run r's multiclass data (the model's `classes`, else the largest label + 1)."""
+    k = getattr(run.runs[r].model, "classes", None)
+    return int(k) if k else int(np.max(run.data[r].y)) + 1
+
+
 def svm_of(run, r: int, cache: dict):
-    """The hard-margin SVM of run r's training data (`reference.max_margin_svm`), or None when the data are
-    not separable; cached by the run's data key."""
-    from implicitbias.reference import NotSeparableError, ReferenceSolverError, max_margin_svm
+    """The max-margin reference of run r's training data, cached by the run's data key: the hard-margin SVM
+    (`reference.max_margin_svm`) for labels +-1, the multiclass SVM (`reference.multiclass_svm`, S4) for class
+    indices. None when the data are not separable (the reason is kept in `cache[("why", key)]`)."""
+    from implicitbias.reference import NotSeparableError, ReferenceSolverError, max_margin_svm, multiclass_svm
 
     key = run.runs[r].data_key()
     if key not in cache:
+        data = run.data[r]
         try:
-            cache[key] = max_margin_svm(run.data[r].X, run.data[r].y)
-        except (NotSeparableError, ReferenceSolverError):
-            cache[key] = None
+            if data.task == "multiclass":
+                cache[key] = multiclass_svm(data.X, data.y.astype(int), classes_of(run, r))
+            else:
+                cache[key] = max_margin_svm(data.X, data.y)
+        except (NotSeparableError, ReferenceSolverError) as exc:
+            cache[key], cache[("why", key)] = None, exc
     return cache[key]
 
 
@@ -64,15 +75,86 @@ def separability_verdict(theorem: str, run, cache: dict) -> Verdict:
         svm = svm_of(run, r, cache)
         if svm is not None:
             margins.append(svm.margin)
-            notes.append(f"SVM margin {svm.margin:.4g}, support vectors {svm.support.tolist()}")
+            support = getattr(svm, "support", None)
+            notes.append(f"SVM margin {svm.margin:.4g}" + (f", support vectors {support.tolist()}"
+                                                           if support is not None else ""))
             continue
         X, y = run.data[r].X, run.data[r].y
-        points = unseparable_points(y[:, None] * X, np.arange(X.shape[0]), X, y)
+        points = getattr(cache.get(("why", run.runs[r].data_key())), "points", None)
+        if points is None and run.data[r].task != "multiclass":
+            points = unseparable_points(y[:, None] * X, np.arange(X.shape[0]), X, y)
         margins.append(0.0)
-        notes.append(f"not separable: points {[] if points is None else points.tolist()} cannot all be classified "
-                     "correctly by one linear predictor through the origin")
+        notes.append(f"not separable: points {[] if points is None else np.asarray(points).tolist()} cannot all be "
+                     "classified correctly by one linear predictor through the origin")
     return over_runs(theorem, "assumption", "data linearly separable through the origin: SVM margin gamma_hat > 0",
                      margins, ">", 0.0, where="on the training data", labels=run_labels(run), run_notes=notes)
+
+
+def angle_gaps(run, cache: dict) -> np.ndarray | None:
+    """|| w/||w|| - w_hat/||w_hat|| || over (run, checkpoint): the recorded `unit_distance_to_reference`, else
+    computed from the parameters of every checkpoint (`trajectory.theta.w` or `.W`, a multiclass W compared in
+    Frobenius norm with the multiclass SVM); None when neither was recorded."""
+    res = run.results
+    recorded = curve(res, "unit_distance_to_reference")
+    if recorded is not None:
+        return recorded
+    name = next((n for n in ("trajectory.theta.w", "trajectory.theta.W") if n in res.data_vars), None)
+    if name is None:
+        return None
+    out = np.full((run.n_runs, res.sizes["checkpoint"]), np.nan)
+    for r in range(run.n_runs):
+        svm = svm_of(run, r, cache)
+        if svm is None:
+            continue
+        P = np.asarray(res[name].values[r], dtype=np.float64).reshape(res.sizes["checkpoint"], -1)
+        norms = np.linalg.norm(P, axis=1, keepdims=True)
+        out[r] = np.linalg.norm(P / np.where(norms > 0, norms, 1.0) - svm.direction.ravel()[None, :], axis=1)
+    return out
+
+
+def constraint_system(run, r: int, svm) -> tuple[np.ndarray, np.ndarray]:
+    """(A, lam): the margin constraints <a_j, w> >= 1 of run r's data as rows of A, and their SVM multipliers.
+    Binary: a_i = y_i x_i, lam = alpha. Multiclass (W flattened row-major): a_ic = (e_(y_i) - e_c) x_i^T, c != y_i."""
+    data = run.data[r]
+    if data.task != "multiclass":
+        return data.y[:, None] * data.X, np.asarray(svm.alphas)
+    k, (n, d), y = svm.W.shape[0], data.X.shape, data.y.astype(int)
+    rows, lam = [], []
+    for i in range(n):
+        for c in range(k):
+            if c != y[i]:
+                a = np.zeros((k, d))
+                a[y[i]], a[c] = data.X[i], -data.X[i]
+                rows.append(a.ravel())
+                lam.append(svm.multipliers[i, c])
+    return np.asarray(rows), np.asarray(lam)
+
+
+def soudry_w_tilde(run, r: int, svm) -> np.ndarray | None:
+    """Soudry et al.'s w_tilde (Theorem 3): w(t) - w_hat log t -> w_tilde, where n alpha_j exp(-<a_j, w_tilde>) = 1
+    on the support vectors j (our risk (1/n) sum_j l, time t = lr k; the exponential tail of the loss balances
+    w_hat / t = -grad L). Returned (the solution in the span of the support vectors) when they span all the
+    constraint rows, so that gradient descent from 0 stays in their span; None otherwise."""
+    A, lam = constraint_system(run, r, svm)
+    S = lam > 1e-8 * lam.max()
+    if np.linalg.matrix_rank(A[S]) < np.linalg.matrix_rank(A):
+        return None
+    w_tilde, *_ = np.linalg.lstsq(A[S], -np.log(run.data[r].n * lam[S]), rcond=None)
+    return w_tilde
+
+
+def nonsupport_weight(run, r: int, svm, t: float) -> tuple[float, float]:
+    """(theta_min, t^(1 - theta_min)): the smallest margin <a_j, w_hat> of a constraint off the support (in units of
+    the SVM margin, > 1 for almost every data set) and the weight at time t of its loss term relative to the support
+    vectors' (t^-theta against t^-1). The limits of Theorem 3 are reached once that weight is small; (inf, 0) when
+    every constraint is a support vector."""
+    A, lam = constraint_system(run, r, svm)
+    w_hat = svm.W.ravel() if hasattr(svm, "W") else svm.w
+    off = ~(lam > 1e-8 * lam.max())
+    if not off.any():
+        return math.inf, 0.0
+    theta = float(np.min(A[off] @ w_hat))
+    return theta, float(t ** (1.0 - theta)) if t > 0 else math.inf
 
 
 def gd_smoothness(X, loss_name: str, loss0: float) -> float:
@@ -115,6 +197,23 @@ def power_rate(time, values, window) -> tuple[float, float]:
         return fitted_slope(np.log(t[keep]), np.log(g[keep]))
 
 
+def gap_exponent(time, gap, norm, window) -> tuple[float, str]:
+    """q of gap ~ ||w||^-q over the fit window: minus the fitted slope of log gap against log ||w|| (t > 1).
+
+    Theorem 3 gives gap = O(1/log t) = O(1/||w||) (||w|| ~ ||w_hat|| log t): q = 1, while a gap that does not
+    decay has q = 0; the checks require q >= 1 - rate_tol (1/2: half way). Reading the rate against ||w|| rather
+    than log t removes the offset of log t (the clock t = lr k, the intercept of ||w||), which biases exponents
+    fitted against log log t at finite t."""
+    if gap is None:
+        return math.nan, "not recorded"
+    t, g, w = (np.asarray(a, dtype=np.float64) for a in (time, gap, norm))
+    keep = window & (t > 1.0) & (g > 0) & (w > 0)
+    slope, r2 = fitted_slope(np.log(w[keep]), np.log(g[keep]))
+    idx = np.flatnonzero(keep)
+    span = f"{g[idx[0]]:.4g} -> {g[idx[-1]]:.4g} while ||w|| {w[idx[0]]:.4g} -> {w[idx[-1]]:.4g}" if idx.size else ""
+    return -slope, f"q = {-slope:.3g} (R^2 {r2:.3g}); gap {span}"
+
+
 def margin_gap(results, run, cache) -> np.ndarray:
     """(gamma_hat - gamma(w(t))) / gamma_hat over (run, checkpoint), from the recorded normalised margin."""
     gamma = curve(results, "normalized_margin")
@@ -135,6 +234,7 @@ class _SeparableLinear(Theorem):
     late_fraction: float = pydantic.Field(0.5, gt=0.0, le=1.0)
 
     method_kind: ClassVar[str] = "gd"
+    model_kind: ClassVar[str] = "linear"
 
     def _step_bound(self, run, r: int) -> tuple[float, str]:
         raise NotImplementedError
@@ -150,7 +250,7 @@ class _SeparableLinear(Theorem):
         lrs = [getattr(spec.method, "lr", math.nan) for spec in run.runs]
         return [
             separability_verdict(T, run, cache),
-            flag(T, "assumption", "linear predictor f(x) = <w, x>", model == "linear", f"model = {model}"),
+            flag(T, "assumption", f"linear predictor ({self.model_kind})", model == self.model_kind, f"model = {model}"),
             loss_verdict(T, run, self._losses()),
             flag(T, "assumption", f"method is {self.method_kind}", kind == self.method_kind, f"method = {kind}"),
             over_runs(T, "assumption", self._step_statement(), lrs, "<", bounds, where="", labels=run_labels(run),
@@ -176,58 +276,111 @@ class _SeparableLinear(Theorem):
 
 
 class _LogRates(_SeparableLinear):
-    """The four predictions of Soudry et al.'s Theorem 3, fitted on the late checkpoints.
+    """The predictions of Soudry et al.'s Theorem 3, read on the late checkpoints.
 
-    norm_slope_rtol: |slope of ||w|| against log t / ||w_hat|| - 1| <= norm_slope_rtol (w = w_hat log t + rho(t),
-        rho bounded; the finite window sees rho still moving, default 0.25).
-    r2_min: the fit of ||w|| against log t is linear: R^2 >= r2_min (default 0.98).
-    loss_slope_tol: |slope of log L against log t + 1| <= loss_slope_tol (default 0.25).
-    rate_tol: angle gap ~ (log t)^-p with |p - 1| <= rate_tol; margin gap ~ (log t)^-p with p >= 1 - rate_tol
-        (default 1/2, see the module docstring).
+    Rates (every exponentially tailed case): ||w|| against log t has slope -> ||w_hat|| (|ratio - 1| <=
+    norm_slope_rtol, default 0.25: the finite window still sees rho(t) move) and is linear (R^2 >= r2_min, 0.98);
+    log L against log t has slope -1 (+- loss_slope_tol, 0.25); the angle and margin gaps decay at least like
+    1/log t, i.e. like 1/||w|| (`gap_exponent`: q >= 1 - rate_tol, rate_tol = 1/2; on degenerate data, whose support
+    vectors do not span the data, Theorem 3 gives only O(log log t / log t) and q > 0 is checked).
+
+    Limits (`sharp`, GD): w(t) - w_hat log t -> w_tilde, the solution on the support vectors of
+    n alpha_j exp(-<a_j, w_tilde>) = 1 (a_j = y_j x_j, alpha the SVM multipliers; Theorem 3 in our 1/n, t = lr k
+    convention). Hence t L(w(t)) -> sum_j alpha_j = ||w_hat||^2, and the angle gap times ||w(t)|| -> ||P w_tilde||,
+    P the projection orthogonal to w_hat: the gap decays exactly like 1/log t and "angle gap x log t levels off"
+    at ||P w_tilde|| / ||w_hat||. w_tilde is determined (and compared) when the support vectors span the data
+    (rank a_S = rank of all a_j) and w(0) = 0; both limits are checked to a relative `limit_rtol` (default 0.1:
+    the residual w - w_hat log t - w_tilde still decays).
     """
 
     norm_slope_rtol: float = pydantic.Field(0.25, gt=0.0)
     r2_min: float = pydantic.Field(0.98, ge=0.0, le=1.0)
     loss_slope_tol: float = pydantic.Field(0.25, gt=0.0)
     rate_tol: float = pydantic.Field(0.5, gt=0.0, lt=1.0)
+    limit_rtol: float = pydantic.Field(0.1, gt=0.0)
+
+    sharp: ClassVar[bool] = True
 
     def predictions(self, run) -> list[Verdict]:
         res, cache = run.results, {}
         over = functools.partial(over_runs, self.title, "prediction", labels=run_labels(run),
                                  where=f"over the last {self.late_fraction:g} of the checkpoints")
         time, norm, loss = curve(res, "time"), curve(res, "param_norm"), curve(res, "loss")
-        gap, mgap = curve(res, "unit_distance_to_reference"), margin_gap(res, run, cache)
+        gap, mgap = angle_gaps(run, cache), margin_gap(res, run, cache)
         if time is None or norm is None or loss is None:
             return [over(s, None, "<=", 0.0) for s in ("norm", "loss", "angle", "margin")]
-        ratio, r2s, loss_slopes, p_angle, p_margin, notes = [], [], [], [], [], []
+        rows = {k: [] for k in ("ratio", "r2", "loss", "tL", "p_angle", "limit", "p_margin", "q_min")}
+        notes = {k: [] for k in rows}
         for r in range(run.n_runs):
             window = late_window(time[r], self.late_fraction)
             svm = svm_of(run, r, cache)
             slope, r2 = fitted_slope(np.log(time[r][window]), norm[r][window])
-            ratio.append(slope * svm.margin if svm is not None else math.nan)
-            r2s.append(r2)
-            loss_slopes.append(power_rate(time[r], loss[r], window)[0])
-            pa = log_rate(time[r], gap[r], window)[0] if gap is not None else math.nan
-            p_angle.append(pa)
-            p_margin.append(log_rate(time[r], mgap[r], window)[0])
-            end = np.flatnonzero(window)[-1] if window.any() else -1
-            mid = np.flatnonzero(window)[0] if window.any() else -1
-            product = (lambda k: gap[r][k] * math.log(time[r][k]) if gap is not None and time[r][k] > 1 else math.nan)
-            notes.append(f"slope {slope:.4g}, ||w_hat|| = {1 / svm.margin if svm else math.nan:.4g}, R^2 {r2:.4g}; "
-                         f"angle gap x log t: {product(mid):.4g} at the window's start, {product(end):.4g} at its end")
-        return [
+            w_hat = 1.0 / svm.margin if svm is not None else math.nan
+            rows["ratio"].append(abs(slope / w_hat - 1.0))
+            rows["r2"].append(r2)
+            notes["ratio"].append(f"slope {slope:.4g}, ||w_hat|| = {w_hat:.4g}, R^2 {r2:.4g}")
+            rows["loss"].append(abs(power_rate(time[r], loss[r], window)[0] + 1.0))
+            notes["loss"].append(f"slope {power_rate(time[r], loss[r], window)[0]:.4g}")
+            tL = time[r][-1] * loss[r][-1]
+            reached, why = self._limits_reached(run, r, svm, time[r][-1])
+            rows["tL"].append(abs(tL / w_hat**2 - 1.0) if reached else math.nan)
+            notes["tL"].append(f"t L = {tL:.5g} at t = {time[r][-1]:.4g}, ||w_hat||^2 = {w_hat ** 2:.5g}; {why}")
+            degenerate = svm is not None and soudry_w_tilde(run, r, svm) is None
+            rows["q_min"].append(1e-12 if degenerate else 1.0 - self.rate_tol)
+            for key, g in (("p_angle", gap), ("p_margin", mgap)):
+                q, note = gap_exponent(time[r], g[r] if g is not None else None, norm[r], window)
+                rows[key].append(q)
+                notes[key].append(note + ("; degenerate data (the support vectors do not span the data): Theorem 3 "
+                                          "gives only O(log log t / log t), checked as q > 0" if degenerate else ""))
+            limit, note = self._limit(run, r, svm, gap, norm)
+            rows["limit"].append(limit if reached else math.nan)
+            notes["limit"].append(f"{note}; {why}")
+        out = [
             over("||w(t)|| grows like ||w_hat|| log t: |fitted slope of ||w|| against log t / ||w_hat|| - 1|",
-                 [abs(v - 1.0) for v in ratio], "<=", self.norm_slope_rtol, run_notes=notes),
-            over("||w(t)|| is linear in log t: R^2 of the fit", r2s, ">=", self.r2_min, run_notes=notes),
-            over("L(w(t)) = Theta(1/t): |slope of log L against log t - (-1)|",
-                 [abs(s + 1.0) for s in loss_slopes], "<=", self.loss_slope_tol,
-                 run_notes=[f"slope {s:.4g}" for s in loss_slopes]),
-            over("angle gap ||w/||w|| - w_hat/||w_hat|| || = Theta(1/log t): |fitted p - 1| of (log t)^-p",
-                 [abs(p - 1.0) for p in p_angle], "<=", self.rate_tol,
-                 run_notes=[f"p = {p:.4g}; {n.split('; ')[-1]}" for p, n in zip(p_angle, notes)]),
-            over("margin gap (gamma_hat - gamma(w))/gamma_hat = O(1/log t): fitted p of (log t)^-p", p_margin, ">=",
-                 1.0 - self.rate_tol),
+                 rows["ratio"], "<=", self.norm_slope_rtol, run_notes=notes["ratio"]),
+            over("||w(t)|| is linear in log t: R^2 of the fit", rows["r2"], ">=", self.r2_min, run_notes=notes["ratio"]),
+            over("L(w(t)) = Theta(1/t): |slope of log L against log t - (-1)|", rows["loss"], "<=",
+                 self.loss_slope_tol, run_notes=notes["loss"]),
+            over("angle gap ||w/||w|| - w_hat/||w_hat|| || = O(1/log t) = O(1/||w||): fitted q of gap ~ ||w||^-q",
+                 rows["p_angle"], ">=", rows["q_min"], run_notes=notes["p_angle"]),
+            over("margin gap (gamma_hat - gamma(w))/gamma_hat = O(1/log t) = O(1/||w||): fitted q of gap ~ ||w||^-q",
+                 rows["p_margin"], ">=", rows["q_min"], run_notes=notes["p_margin"]),
         ]
+        if self.sharp:
+            why = lambda k: "" if np.isfinite(rows[k]).any() else notes[k][0]  # the reason, when no run has a value
+            out += [
+                over("t L(w(t)) -> ||w_hat||^2 = sum_j alpha_j: |t L / ||w_hat||^2 - 1|", rows["tL"], "<=",
+                     self.limit_rtol, where="at the last checkpoint", run_notes=notes["tL"], note=why("tL")),
+                over("angle gap x ||w(t)|| -> ||P w_tilde|| (the gap is ||P w_tilde|| / (||w_hat|| log t)): "
+                     "|ratio - 1|", rows["limit"], "<=", self.limit_rtol, where="at the last checkpoint",
+                     run_notes=notes["limit"], note=why("limit")),
+            ]
+        return out
+
+    def _limits_reached(self, run, r, svm, t) -> tuple[bool, str]:
+        """The limits are read at the last checkpoint only once the constraints off the support weigh less than
+        limit_rtol / 2 there (`nonsupport_weight`); otherwise they are not evaluated (the run is too short for them,
+        which is no failure of the theorem)."""
+        if svm is None:
+            return False, "no SVM"
+        theta, weight = nonsupport_weight(run, r, svm, t)
+        ok = weight <= self.limit_rtol / 2
+        what = "every constraint is a support vector" if math.isinf(theta) else (
+            f"closest non-support margin {theta:.4g} x gamma_hat weighs t^(1-theta) = {weight:.3g}")
+        return ok, what + ("" if ok else f" > limit_rtol / 2: the limits are not reached at t = {t:.3g}")
+
+    def _limit(self, run, r, svm, gap, norm) -> tuple[float, str]:
+        if svm is None or gap is None:
+            return math.nan, "no SVM or no angle gap"
+        if run.runs[r].init_scale != 0:
+            return math.nan, "w(0) != 0: the part of w(0) outside the span of the data stays, and is not known here"
+        w_tilde = soudry_w_tilde(run, r, svm)
+        if w_tilde is None:
+            return math.nan, "w_tilde not determined: the support vectors do not span the data"
+        u = svm.direction.ravel()
+        limit = float(np.linalg.norm(w_tilde - u * (u @ w_tilde)))
+        measured = float(gap[r][-1] * norm[r][-1])
+        return abs(measured / limit - 1.0), f"angle gap x ||w|| = {measured:.5g}, ||P w_tilde|| = {limit:.5g}"
 
 
 class SoudryTheorem3(_LogRates):
@@ -249,6 +402,8 @@ class NacsonSGD(_LogRates):
     every mini-batch risk, `sgd_smoothness`) converges in direction to the SVM with the rates of Theorem 3. The
     logistic loss only (the exponential loss is not globally smooth, and SGD may leave a sublevel set)."""
 
+    sharp: ClassVar[bool] = False
+
     method_kind: ClassVar[str] = "sgd"
 
     @property
@@ -262,9 +417,36 @@ class NacsonSGD(_LogRates):
         return "step size lr < 2/beta_B (beta_B: smoothness of every mini-batch risk)"
 
     def _step_bound(self, run, r):
-        B = run.runs[r].method.batch_size
+        B = getattr(run.runs[r].method, "batch_size", None)
+        if B is None:
+            return math.nan, "not SGD: no batch size"
         beta = sgd_smoothness(run.data[r].X, B)
         return 2.0 / beta, f"beta_B = min(max ||x_i||^2, ||X||^2 / B) / 4 = {beta:.4g}, B = {B}"
+
+
+class SoudryMulticlass(_LogRates):
+    """Soudry et al. 2018, Sec. 4.3 (multiclass): GD on the cross-entropy of a linear model W x (W: k x d) with
+    separable data converges in direction to the multiclass SVM, argmin ||W||_F s.t. <w_(y_i) - w_c, x_i> >= 1
+    (`reference.multiclass_svm`), with the rates of Theorem 3 (||W|| ~ ||W_hat||_F log t, L ~ 1/t, angle and
+    margin gaps ~ 1/log t; the margin is min_i (s_(y_i) - max_(c != y_i) s_c) / ||W||_F).
+
+    Step size: the softmax Jacobian diag(p) - p p^T has norm <= 1/2, so the risk is beta-smooth with
+    beta = sigma_max(X)^2 / (2n) (in W, Frobenius geometry): lr < 2/beta.
+    """
+
+    model_kind: ClassVar[str] = "multiclass_linear"
+
+    @property
+    def title(self) -> str:
+        return "Soudry et al. 2018, Sec. 4.3 (multiclass)"
+
+    def _losses(self):
+        return ("cross_entropy",)
+
+    def _step_bound(self, run, r):
+        X = np.asarray(run.data[r].X, dtype=np.float64)
+        beta = float(np.linalg.norm(X, 2)) ** 2 / (2 * X.shape[0])
+        return 2.0 / beta, f"beta = sigma_max(X)^2 / (2n) = {beta:.4g}"
 
 
 class NacsonNormalizedGD(_SeparableLinear):
@@ -300,7 +482,7 @@ class NacsonNormalizedGD(_SeparableLinear):
         res, cache = run.results, {}
         over = functools.partial(over_runs, self.title, "prediction", labels=run_labels(run),
                                  where=f"over the last {self.late_fraction:g} of the checkpoints")
-        time, norm, gap = curve(res, "time"), curve(res, "param_norm"), curve(res, "unit_distance_to_reference")
+        time, norm, gap = curve(res, "time"), curve(res, "param_norm"), angle_gaps(run, cache)
         if time is None or norm is None or gap is None:
             return [over(s, None, "<=", 0.0) for s in ("angle", "speed")]
         slopes, speed, notes = [], [], []

@@ -30,7 +30,8 @@ def build_batch(model: Model, method, seed: int, init_scale: float,
     """Return ({name: np.ndarray of length n_runs, "model": {field: np.ndarray}}, overridden model fields)."""
     batch = dict(batch or {})
     numeric = _numeric_model_fields(model)
-    allowed = ["seed", "init_scale"] + (["lr"] if hasattr(method, "lr") else []) + [f"model.{f}" for f in numeric]
+    traced = list(method.traced_fields)
+    allowed = ["seed", "init_scale", *traced] + [f"model.{f}" for f in numeric]
     for name in batch:
         if name not in allowed:
             raise ConfigError(f"batch.{name} is not allowed: batchable hyper-parameters are {allowed}")
@@ -47,10 +48,15 @@ def build_batch(model: Model, method, seed: int, init_scale: float,
     scales = list(batch.get("init_scale", [init_scale] * n_runs))
     _check("init_scale", scales, lambda v: finite(v) and v >= 0, "a finite number >= 0")
     hp["init_scale"] = np.asarray(scales, dtype=float)
-    if hasattr(method, "lr"):
-        lrs = list(batch.get("lr", [method.lr] * n_runs))
-        _check("lr", lrs, lambda v: finite(v) and v > 0, "a finite number > 0")
-        hp["lr"] = np.asarray(lrs, dtype=float)
+    for name in traced:  # the method's traced fields (the learning rate of discrete methods)
+        values = list(batch.get(name, [getattr(method, name)] * n_runs))
+        _check(name, values, finite, "a finite number")
+        for i, v in enumerate(values):
+            try:
+                method.validated_replace(**{name: v})
+            except ConfigError as exc:
+                raise ConfigError(f"batch.{name}[{i}] = {v!r} is not allowed: {exc}") from None
+        hp[name] = np.asarray(values, dtype=float)
     overrides = []
     fields: dict[str, np.ndarray] = {}
     for name in numeric:

@@ -1,12 +1,17 @@
-"""Discrete optimisers (GD, SGD, normalised GD) advanced to a checkpoint in one compiled loop.
+"""The compiled loop of the fixed-step methods: an optax transformation advanced to a checkpoint.
 
-`advance(carry, target_step, ...)` runs a `lax.while_loop` until the member reaches
-`target_step`, converges (full-batch loss < tol) or diverges.  Under `vmap` the loop runs while any
-member is running, and a member that has stopped keeps its state unchanged.
+`make_discrete(problem, method, stop, n)` builds `(init_carry, advance)` for one member from what the
+method declares (`implicitbias.training.methods.base.DiscreteMethod`): its optax transformation
+`method.optimizer(hp)` (whose update receives the loss of the step as the extra argument `value`,
+as in optax), the data a step sees (`method.minibatch`) and whether that data is random (`method.stochastic`).
+`advance(carry, target_step, ...)` runs a `lax.while_loop` until the member reaches `target_step`,
+converges (full-batch loss < tol) or diverges.  Under `vmap` the loop runs while any member is
+running, and a member that has stopped keeps its state unchanged.
 
 Divergence: when the loss at the current parameters is non-finite or exceeds
-`divergence_factor` x the initial loss, the member is reset to its previous (finite) parameters
-and marked DIVERGED with the step at which it happened, so that no non-finite value is recorded.
+`divergence_factor` x the initial loss, or the update is longer than `divergence_factor` x
+max(||theta||, 1), the member is reset to its previous (finite) parameters and marked DIVERGED with
+the step at which it happened, so that no non-finite value is recorded.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from implicitbias.training.methods import SGD, NormalizedGD
 from implicitbias.training.problem import Problem, tree_where
 from implicitbias.training.stopping import Status, Stop
 
@@ -45,17 +49,15 @@ def _two_norms(a, b):
 
 
 def make_discrete(problem: Problem, method, stop: Stop, n: int):
-    """(init_carry, advance) for one member; the caller vmaps and jits them."""
-    sgd = isinstance(method, SGD)
-    normalized = isinstance(method, NormalizedGD)
-    n_batches = n // method.batch_size if sgd else 1
-    check_tol = stop.loss_tol > 0 and not sgd
+    """(init_carry, advance) for one member of a `DiscreteMethod`; the caller vmaps and jits them."""
+    stochastic = method.stochastic
+    check_tol = stop.loss_tol > 0 and not stochastic
 
     def threshold(c):
         return stop.divergence_factor * jnp.maximum(c["loss0"], 1.0)
 
     def optimizer(hp):
-        return optax.sgd(hp["lr"])
+        return optax.with_extra_args_support(method.optimizer(hp))
 
     def init_carry(hp, theta, const, X, y):
         loss0 = problem.risk(hp, theta, const, X, y)
@@ -71,15 +73,6 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
             "loss": loss0,
             "loss0": loss0,
         }
-
-    def batch(hp, step, X, y):
-        if not sgd:
-            return X, y
-        epoch, b = step // n_batches, step % n_batches
-        key = jax.random.fold_in(jax.random.PRNGKey(hp["seed"]), 1_000_003 + epoch)
-        perm = jax.random.permutation(key, n)
-        idx = jax.lax.dynamic_slice(perm, (b * method.batch_size,), (method.batch_size,))
-        return X[idx], y[idx]
 
     def advance(carry, target, hp, const, X, y):
         opt = optimizer(hp)
@@ -103,18 +96,15 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
 
         def body(s):
             step, fail_step = s["ints"][_STEP], s["ints"][_FAIL]
-            Xb, yb = batch(hp, step, X, y)
+            Xb, yb = method.minibatch(hp, step, X, y)
             L, g = value_and_grad(s["theta"], Xb, yb)
-            gnorm, theta_norm = _two_norms(g, s["theta"])
+            updates, opt_state = opt.update(g, s["opt_state"], s["theta"], value=L)
+            step_len, theta_norm = _two_norms(updates, s["theta"])
             # a step longer than divergence_factor x max(||theta||, 1) is numerically divergent too: with the
             # logistic loss on separable data an absurd lr can send the loss to 0 by a blow-up of ||theta||
-            step_len = hp["lr"] * gnorm / (L if normalized else 1.0)
             blowup = step_len > stop.divergence_factor * jnp.maximum(theta_norm, 1.0)
-            bad = ~jnp.isfinite(L) | (L > limit_loss) | ~jnp.isfinite(gnorm) | blowup
+            bad = ~jnp.isfinite(L) | (L > limit_loss) | ~jnp.isfinite(step_len) | blowup
             done = (L < stop.loss_tol) if check_tol else jnp.asarray(False)
-            if normalized:
-                g = jax.tree_util.tree_map(lambda u: u / L, g)
-            updates, opt_state = opt.update(g, s["opt_state"], s["theta"])
             moved = optax.apply_updates(s["theta"], updates)
             accept = ~bad & ~done
             status = jnp.where(bad, Status.DIVERGED, jnp.where(done, Status.CONVERGED, Status.RUNNING))
@@ -151,7 +141,7 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
             "step": jnp.where(bad, jnp.maximum(c["step"] - 1, 0), c["step"]),
             "fail_step": jnp.where(bad, c["step"], c["fail_step"]),
             "status": jnp.where(bad, Status.DIVERGED, c["status"]).astype(jnp.int32),
-            "loss": jnp.where(bad | sgd, c["loss"], L),
+            "loss": jnp.where(bad | stochastic, c["loss"], L),
         }
 
     return init_carry, advance

@@ -1,4 +1,5 @@
-"""Gradient flow d theta/dt = -grad L(theta), integrated by diffrax between checkpoints.
+"""Gradient flow d theta/dt = -grad L(theta), integrated by diffrax between checkpoints (the stepping of
+`implicitbias.training.methods.GradientFlow`).
 
 `advance(carry, t_target, ...)` integrates one member from its current time to `t_target` with an
 adaptive step and a PID controller (rtol, atol), stopping early through a diffrax `Event` when the
@@ -14,13 +15,17 @@ recorded `time` is the physical time t.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import diffrax
 import jax
 import jax.numpy as jnp
 
-from implicitbias.training.methods import GradientFlow
 from implicitbias.training.problem import Problem, tree_norm, tree_where
 from implicitbias.training.stopping import Status, Stop
+
+if TYPE_CHECKING:
+    from implicitbias.training.methods import GradientFlow
 
 #: vector-field evaluations per solver step (accepted or rejected) of the explicit RK solvers;
 #: first-same-as-last solvers reuse their last stage, so a step costs stages - 1.

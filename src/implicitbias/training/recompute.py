@@ -33,8 +33,8 @@ def recompute(ds: xr.Dataset, spec, data) -> dict[str, np.ndarray]:
     reference = ds["reference"].values[0] if "reference" in ds else None
     recorder = Recorder(problem, spec.loss.is_classification, data.X_test is not None, reference is not None)
     hp = {"seed": jnp.asarray(spec.seed), "init_scale": jnp.asarray(spec.init_scale)}
-    if hasattr(spec.method, "lr"):
-        hp["lr"] = jnp.asarray(spec.method.lr)
+    for name, value in spec.method.traced_values().items():
+        hp[name] = jnp.asarray(value)
     X, y = jnp.asarray(data.X), jnp.asarray(data.y)
     Xt, yt = (jnp.asarray(data.X_test), jnp.asarray(data.y_test)) if data.X_test is not None else (X, y)
     ref = jnp.zeros(()) if reference is None else jnp.asarray(reference)

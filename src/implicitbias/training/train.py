@@ -20,11 +20,8 @@ import numpy as np
 
 from implicitbias.losses import Loss
 from implicitbias.models.base import Model
-from implicitbias.training import checkpoints as _checkpoints
 from implicitbias.training.batch import build_batch
-from implicitbias.training.discrete import make_discrete
-from implicitbias.training.flow import make_flow
-from implicitbias.training.methods import GD
+from implicitbias.training.methods import GD, Method
 from implicitbias.training.problem import Problem
 from implicitbias.training.recorder import Recorder
 from implicitbias.training.stopping import Status, Stop, failure_message
@@ -32,11 +29,11 @@ from implicitbias.training.validation import validate_inputs
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(problem: Problem, method, stop: Stop, n: int, data_axis: int | None, recorder: Recorder,
+def _compiled(problem: Problem, method: Method, stop: Stop, n: int, data_axis: int | None, recorder: Recorder,
               ref_axis: int | None = None):
-    """Vmapped, jitted (init, advance, record) for one problem; cached so repeated runs reuse it."""
-    make = make_flow if method.is_flow else make_discrete
-    init_carry, advance = make(problem, method, stop) if method.is_flow else make(problem, method, stop, n)
+    """Vmapped, jitted (init, advance, record) for one problem; cached so repeated runs reuse it.  The
+    method builds its own stepping (`Method.stepper`)."""
+    init_carry, advance = method.stepper(problem, stop, n)
     d_ax = data_axis
 
     def init_member(hp, X, y, theta0):
@@ -78,8 +75,8 @@ def train(
 
     model, loss, method, stop: specs (see `implicitbias.models`, `.losses`, `.training.methods`).
     data: a `Dataset`, or a sequence of same-shaped Datasets, one per member of the batch.
-    batch: batched hyper-parameters, zipped: keys `seed`, `init_scale`, `lr` and `model.<field>` for
-        numeric model fields; every list has one entry per run.
+    batch: batched hyper-parameters, zipped: keys `seed`, `init_scale`, the method's traced fields (`lr` of
+        the discrete methods) and `model.<field>` for numeric model fields; every list has one entry per run.
     theta0: explicit initial parameters (the same for every run), overriding the model's init.
     checkpoints: number of log-spaced checkpoints, or the list of steps (times for gradient flow).
     reference: a vector (or one per run, shape (runs, d)) against which the model's linear predictor
@@ -87,7 +84,7 @@ def train(
     keep_trajectory: also store the parameters at every checkpoint (`trajectory.theta.<name>`), so
         every recorded metric can be recomputed; final parameters are always stored.
     kkt: record the KKT residual of S10 for homogeneous classification models.
-    compact: for gradient flow, advance only the members still running, in groups of similar pace
+    compact: for adaptive methods (gradient flow), advance only the members still running, in groups of similar pace
         (batches of 2^k, each size compiled once): a vmapped adaptive solver advances at the pace of its
         slowest member and computes every member at every step.
     """
@@ -97,10 +94,7 @@ def train(
     datasets = list(data) if isinstance(data, Sequence) else [data]
     validate_inputs(model, datasets, loss, method, stop)
     hp, overrides = build_batch(model, method, seed, init_scale, batch, n_data=len(datasets))
-    grid = _checkpoints.resolve(
-        checkpoints, is_flow=method.is_flow, max_steps=stop.max_steps, max_time=stop.max_time,
-        first_time=getattr(method, "dt0", 0.01),
-    )
+    grid = method.checkpoint_grid(checkpoints, stop)
     batched = len(datasets) > 1
     stack = (lambda a: jnp.asarray(np.stack(a))) if batched else (lambda a: jnp.asarray(a[0]))
     X, y = stack([ds.X for ds in datasets]), stack([ds.y for ds in datasets])
@@ -119,11 +113,11 @@ def train(
     carry, const = init(hp_j, X, y, theta0)
     rows, kkt_rows, ticks, trajectory = [], [], [], []
     bar = _progress_bar(len(grid), progress)
-    active = _Active(hp_j, const, X, y, batched, enabled=compact and method.is_flow)
+    active = _Active(hp_j, const, X, y, batched, enabled=compact and method.is_adaptive)
     for target in grid:
         carry = active.advance(advance, carry, target)
         rows.append(jax.device_get(record(hp_j, carry["theta"], const, X, y, Xt, yt, ref)))
-        rows[-1] = {**rows[-1], **_clock(carry, hp, method)}
+        rows[-1] = {**rows[-1], **method.clock_readings(carry, hp)}
         kkt_rows.append(recorder.kkt_host(hp, carry["theta"], const, X, y) if kkt else {})
         ticks.append(target)
         if keep_trajectory:
@@ -138,11 +132,10 @@ def train(
     status = np.asarray(carry["status"]).copy()
     status[status == Status.RUNNING] = Status.BUDGET
     lr = hp.get("lr")
+    fail_time = np.asarray(method.failure_time(carry, hp), dtype=float)
     messages = [
-        failure_message(Status(int(s)), int(fs), float(fs) * float(lr[i]) if lr is not None else float(t),
-                        float(lo), float(lr[i]) if lr is not None else None)
-        for i, (s, fs, t, lo) in enumerate(zip(status, carry["fail_step"], np.asarray(_clock(carry, hp, method)[
-            "time"]), carry["loss"]))
+        failure_message(Status(int(s)), int(fs), float(t), float(lo), float(lr[i]) if lr is not None else None)
+        for i, (s, fs, t, lo) in enumerate(zip(status, carry["fail_step"], fail_time, carry["loss"]))
     ]
     from implicitbias.storage.results import to_dataset
 
@@ -225,13 +218,6 @@ def _put(tree, index, part):
 
 def _pow2(n: int) -> int:
     return 1 << max(int(n) - 1, 0).bit_length()
-
-
-def _clock(carry, hp, method) -> dict[str, np.ndarray]:
-    step = np.asarray(carry["step"])
-    if method.is_flow:
-        return {"step": step, "time": np.asarray(carry["t_phys"]), "grad_evals": np.asarray(carry["evals"])}
-    return {"step": step, "time": step * np.asarray(hp["lr"]), "grad_evals": step}
 
 
 class _NoBar:

@@ -1,54 +1,18 @@
-"""Training methods of SCIENCE.md section 0, interchangeable in `train`.
-
-Discrete methods (GD, SGD, normalised GD) are optax transformations stepped in a compiled
-`lax.while_loop`; gradient flow is integrated by diffrax with error control.  GD step k and GF
-time t = eta k share one time axis.
-"""
+"""Gradient flow d theta/dt = -grad L(theta) (SCIENCE.md section 0), integrated with error control by
+diffrax (`implicitbias.training.flow`)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import ClassVar, Literal
 
+import numpy as np
 import pydantic
 
-from implicitbias._spec import Spec
+from implicitbias.training import checkpoints as _checkpoints
+from implicitbias.training.methods.base import Method
 
 
-class GD(Spec):
-    """Gradient descent theta_{k+1} = theta_k - lr grad L(theta_k)."""
-
-    kind: Literal["gd"] = "gd"
-    lr: pydantic.PositiveFloat = 0.01
-
-    @property
-    def is_flow(self) -> bool:
-        return False
-
-
-class SGD(Spec):
-    """SGD on batches of `batch_size` drawn without replacement each epoch, from the run's seed."""
-
-    kind: Literal["sgd"] = "sgd"
-    lr: pydantic.PositiveFloat = 0.01
-    batch_size: int = pydantic.Field(32, ge=1)
-
-    @property
-    def is_flow(self) -> bool:
-        return False
-
-
-class NormalizedGD(Spec):
-    """Normalised GD theta_{k+1} = theta_k - lr grad L(theta_k) / L(theta_k) (fast margin maximisation)."""
-
-    kind: Literal["normalized_gd"] = "normalized_gd"
-    lr: pydantic.PositiveFloat = 0.01
-
-    @property
-    def is_flow(self) -> bool:
-        return False
-
-
-class GradientFlow(Spec):
+class GradientFlow(Method):
     """Gradient flow d theta/dt = -grad L(theta), integrated by diffrax with error control.
 
     solver: rkc (second-order Runge-Kutta-Chebyshev, `implicitbias.training.rkc`: explicit, stable far
@@ -72,9 +36,16 @@ class GradientFlow(Spec):
     max_solver_steps: int = pydantic.Field(1_000_000, ge=1)
     clock: Literal["time", "loss"] = "time"
 
-    @property
-    def is_flow(self) -> bool:
-        return True
+    is_adaptive: ClassVar[bool] = True
 
+    def checkpoint_grid(self, checkpoints, stop) -> np.ndarray:
+        return _checkpoints.time_grid(checkpoints, stop.max_time, self.dt0)
 
-AnyMethod = Annotated[GD | SGD | NormalizedGD | GradientFlow, pydantic.Field(discriminator="kind")]
+    def stepper(self, problem, stop, n: int):
+        from implicitbias.training.flow import make_flow
+
+        return make_flow(problem, self, stop)
+
+    def clock_readings(self, carry, hp) -> dict[str, np.ndarray]:
+        return {"step": np.asarray(carry["step"]), "time": np.asarray(carry["t_phys"]),
+                "grad_evals": np.asarray(carry["evals"])}

@@ -1,0 +1,214 @@
+"""Ji & Telgarsky 2019 (ICLR), "Gradient descent aligns the layers of deep linear networks" (SCIENCE.md S5).
+
+f(x) = W_L ... W_1 x, all layers trained by gradient flow on the logistic (or exponential) loss, linearly
+separable data. Once the risk is below l(0)/n (their initial condition; from that time on the flow is a flow
+from a new initialisation), as t -> infinity:
+
+  (i)   L -> 0 and ||W_i|| -> infinity;
+  (ii)  W_i / ||W_i||_F -> u_i v_i^T (rank 1), i.e. srank(W_i) = ||W_i||_F^2 / ||W_i||_2^2 -> 1 for i < L;
+  (iii) adjacent layers align: |<v_{i+1}, u_i>| -> 1 (v: top right, u: top left singular vector);
+  (iv)  for the logistic loss, the end-to-end vector (W_L ... W_1)^T converges in direction to the SVM w_hat.
+
+The mechanism, which gives (ii) and (iii) with explicit constants: gradient flow conserves the imbalances
+D_i = W_{i+1}^T W_{i+1} - W_i W_i^T (Arora et al. 2018; Du et al. 2018). Writing W_i W_i^T = W_{i+1}^T W_{i+1} - D_i
+and using Weyl's inequality lambda_1(A - D) >= lambda_1(A) - lambda_1(D), the non-rank-1 mass of each layer obeys
+
+    ||W_i||_F^2 - ||W_i||_2^2  <=  B_i := sum_{j=i}^{L-1} (lambda_1(D_j) - tr D_j)      (W_L is a row: rank 1),
+
+a constant fixed at initialisation, so srank(W_i) - 1 <= B_i / ||W_i||_2^2 -> 0 as ||W_i|| grows; and the
+Davis-Kahan theorem (in the form of Yu, Wang & Samworth 2015, Theorem 1) applied to W_{i+1}^T W_{i+1} and
+W_i W_i^T = W_{i+1}^T W_{i+1} - D_i bounds the misalignment:
+
+    sin angle(v_{i+1}, u_i) <= 2 ||D_i||_2 / gap_i,   gap_i = the larger of the eigengaps sigma_1^2 - sigma_2^2 of
+                                                      W_{i+1} and of W_i.
+
+These bounds are checked with D_i taken at the first checkpoint (t = 0): they hold only as long as the flow
+conserves D_i, which is what makes them predictions rather than identities. The parameters of every checkpoint
+must be recorded (`keep_trajectory`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import pydantic
+
+from implicitbias.theorems.base import Theorem, Verdict
+from implicitbias.theorems.fitting import curve, fitted_slope, flag, late_window, over_runs, run_labels
+from implicitbias.theorems.frei import loss_verdict
+from implicitbias.theorems.soudry import separability_verdict
+
+
+# -- the layers along a run ------------------------------------------------------------------------------------
+def trajectory_layers(results, r: int, depth: int) -> list[np.ndarray] | None:
+    """[W_1, ..., W_L] of run r at every checkpoint, each (checkpoint, rows, cols), or None if not recorded."""
+    names = [f"trajectory.theta.W{i}" for i in range(1, depth + 1)]
+    if any(n not in results.data_vars for n in names):
+        return None
+    return [np.asarray(results[n].values[r], dtype=np.float64) for n in names]
+
+
+def imbalances(Ws: list[np.ndarray]) -> list[np.ndarray]:
+    """D_i = W_{i+1}^T W_{i+1} - W_i W_i^T for i = 1..L-1 (conserved by gradient flow), each (..., d_i, d_i)."""
+    T = lambda a: np.swapaxes(a, -1, -2)
+    return [T(upper) @ upper - lower @ T(lower) for lower, upper in zip(Ws[:-1], Ws[1:])]
+
+
+def non_rank_one_bound(Ds: list[np.ndarray]) -> np.ndarray:
+    """B_i = sum_{j >= i} (lambda_1(D_j) - tr D_j), i = 1..L-1: the bound on ||W_i||_F^2 - ||W_i||_2^2."""
+    terms = [np.linalg.eigvalsh(D)[..., -1] - np.trace(D, axis1=-2, axis2=-1) for D in Ds]
+    return np.cumsum(np.asarray(terms)[::-1], axis=0)[::-1]
+
+
+def _top_pairs(W) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(sigma_1^2, sigma_1^2 - sigma_2^2, u_1, v_1) of W (..., rows, cols); sigma_2 = 0 for a single row/column."""
+    U, s, Vt = np.linalg.svd(W, full_matrices=False)
+    s2 = s[..., 1] if s.shape[-1] > 1 else np.zeros_like(s[..., 0])
+    return s[..., 0] ** 2, s[..., 0] ** 2 - s2**2, U[..., :, 0], Vt[..., 0, :]
+
+
+def layer_quantities(Ws: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """Per layer i < L and checkpoint: sigma_1^2(W_i), the non-rank-1 mass ||W_i||_F^2 - ||W_i||_2^2, and per
+    adjacent pair sin angle(v_{i+1}, u_i) and gap_i; arrays of shape (L-1, checkpoint)."""
+    tops = [_top_pairs(W) for W in Ws]
+    fro2 = [np.sum(W * W, axis=(-2, -1)) for W in Ws]
+    cos = [np.abs(np.sum(tops[i + 1][3] * tops[i][2], axis=-1)) for i in range(len(Ws) - 1)]
+    return {
+        "sigma1_sq_all": np.asarray([t[0] for t in tops]),
+        "sigma1_sq": np.asarray([t[0] for t in tops[:-1]]),
+        "tail": np.asarray([f - t[0] for f, t in zip(fro2[:-1], tops[:-1])]),
+        "sin": np.sqrt(np.clip(1.0 - np.asarray(cos) ** 2, 0.0, 1.0)),
+        "gap": np.asarray([np.maximum(tops[i + 1][1], tops[i][1]) for i in range(len(Ws) - 1)]),
+    }
+
+
+class JiTelgarskyAlignment(Theorem):
+    """Ji & Telgarsky 2019, Theorem 2.2 with the imbalance bounds of the module docstring.
+
+    invariant_rtol: gradient flow conserves D_i = W_{i+1}^T W_{i+1} - W_i W_i^T: max over checkpoints and layers of
+        ||D_i(t) - D_i(0)||_2 / max(sigma_1(W_i(t))^2, sigma_1(W_{i+1}(t))^2) <= invariant_rtol (default 1e-4: the
+        error of an ODE solver at rtol 1e-6 over a long run; GD with a fixed step drifts by O(lr^2) per step).
+    bound_rtol: slack on the two derived bounds (default 0.05), for the solver's error in D_i.
+    growth_tol: sigma_1(W_i)^2 = sigma_1(W_L)^2 + O(1) for every layer (the imbalances are constant), so
+        sigma_1(W_i) ~ ||w||^(1/L) with ||w|| ~ ||w_hat|| q_min, and q_min = log t + (2 - 2/L) log log t + O(1) (Lyu &
+        Li 2020): sigma_1 ~ (log t)^(1/L). |L x fitted exponent against log t - 1| <= growth_tol (default 0.3: the
+        log log t correction, relative size ~ (2 - 2/L) log log t / log t, still lowers the fitted exponent).
+    late_fraction: the trends ||W_i|| -> infinity, L -> 0 and the approach to the SVM are fitted on the last
+        `late_fraction` of the checkpoints.
+    """
+
+    invariant_rtol: float = pydantic.Field(1e-4, gt=0.0)
+    bound_rtol: float = pydantic.Field(0.05, ge=0.0)
+    growth_tol: float = pydantic.Field(0.3, gt=0.0)
+    late_fraction: float = pydantic.Field(0.5, gt=0.0, le=1.0)
+
+    @property
+    def title(self) -> str:
+        return "Ji & Telgarsky 2019, Theorem 2.2"
+
+    def assumptions(self, run) -> list[Verdict]:
+        T, model, kind = self.title, run.spec.model, run.spec.method.kind
+        deep = model.kind == "deep_linear" and model.depth >= 2
+        loss = curve(run.results, "loss")
+        ratio = [float(np.min(loss[r]) * run.data[r].n / run.spec.loss.value_at_zero) if loss is not None else math.nan
+                 for r in range(run.n_runs)]
+        return [
+            separability_verdict(T, run, {}),
+            flag(T, "assumption", "deep linear network f(x) = W_L ... W_1 x, depth L >= 2", deep,
+                 f"model = {model.kind}" + (f", depth {model.depth}" if model.kind == "deep_linear" else "")),
+            loss_verdict(T, run),
+            flag(T, "assumption", "method is gradient flow (or GD, its small-step limit)", kind in ("gf", "gd"),
+                 f"method = {kind}"),
+            over_runs(T, "assumption", "the risk falls below l(0)/n (the initial condition, from that time on): "
+                      "min_t n L(t) / l(0)", ratio, "<", 1.0, where="", labels=run_labels(run)),
+        ]
+
+    def predictions(self, run) -> list[Verdict]:
+        res, depth, labels = run.results, getattr(run.spec.model, "depth", 1), run_labels(run)
+        over = functools.partial(over_runs, self.title, "prediction", labels=labels)
+        late = f"over the last {self.late_fraction:g} of the checkpoints"
+        time, loss, gap = curve(res, "time"), curve(res, "loss"), curve(res, "unit_distance_to_reference")
+        rows = {k: [] for k in ("loss", "grow", "svm", "drift", "tail", "sin")}
+        notes = {k: [] for k in rows}
+        for r in range(run.n_runs):
+            window = late_window(time[r], self.late_fraction) if time is not None else None
+            self._trends(run, r, window, time, loss, gap, rows, notes)
+            Ws = trajectory_layers(res, r, depth) if depth >= 2 else None
+            if Ws is None:
+                for k in ("grow", "drift", "tail", "sin"):
+                    rows[k].append(math.nan)
+                    notes[k].append("parameters not recorded at every checkpoint (keep_trajectory)")
+                continue
+            self._layers(Ws, time[r], window, rows, notes)
+        return [
+            over(f"depth {depth}: "
+                 "risk -> 0: fitted slope of log L against log t", rows["loss"], "<", 0.0, where=late,
+                 run_notes=notes["loss"]),
+            over(f"depth {depth}: "
+                 "||W_i|| -> infinity like (log t)^(1/L): |L x fitted exponent of sigma_1(W_i) against log t - 1| (worst "
+                 "layer i < L)", rows["grow"], "<=", self.growth_tol, where=late, run_notes=notes["grow"]),
+            over(f"depth {depth}: "
+                 "the imbalance D_i = W_(i+1)^T W_(i+1) - W_i W_i^T is conserved: max_(i,t) ||D_i(t) - D_i(0)||_2 / "
+                 "sigma_1^2", rows["drift"], "<=", self.invariant_rtol, where="", run_notes=notes["drift"]),
+            over(f"depth {depth}: "
+                 "srank(W_i) -> 1: (||W_i||_F^2 - ||W_i||_2^2) / B_i(0) <= 1, i.e. srank(W_i) - 1 <= B_i(0) / "
+                 "||W_i||_2^2 (worst layer i < L)", rows["tail"], "<=", 1.0 + self.bound_rtol,
+                 run_notes=notes["tail"]),
+            over(f"depth {depth}: "
+                 "adjacent layers align: sin angle(v_(i+1), u_i) <= 2 ||D_i(0)||_2 / gap_i (worst pair; measured / "
+                 "bound)", rows["sin"], "<=", 1.0 + self.bound_rtol, run_notes=notes["sin"]),
+            over(f"depth {depth}: "
+                 "end-to-end (W_L...W_1)^T -> SVM direction: fitted slope of log(unit distance) against log log t",
+                 rows["svm"], "<", 0.0, where=late, run_notes=notes["svm"]),
+        ]
+
+    def _trends(self, run, r, window, time, loss, gap, rows, notes) -> None:
+        if time is None or loss is None:
+            rows["loss"].append(math.nan)
+            notes["loss"].append("")
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                s = fitted_slope(np.log(time[r][window]), np.log(loss[r][window]))[0]
+            rows["loss"].append(s)
+            notes["loss"].append(f"final L = {loss[r][-1]:.3g}")
+        if gap is None or time is None:
+            rows["svm"].append(math.nan)
+            notes["svm"].append("no reference recorded (reference = svm)")
+            return
+        keep = window & (time[r] > 1.0) & (gap[r] > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s = fitted_slope(np.log(np.log(time[r][keep])), np.log(gap[r][keep]))[0]
+        rows["svm"].append(s)
+        notes["svm"].append(f"unit distance {gap[r][np.flatnonzero(keep)[0]] if keep.any() else math.nan:.3g} -> "
+                            f"{gap[r][-1]:.3g}")
+
+    def _layers(self, Ws, time, window, rows, notes) -> None:
+        q = layer_quantities(Ws)
+        D = imbalances(Ws)
+        D0 = [d[0] for d in D]
+        B0 = non_rank_one_bound([d[None] for d in D0])[:, 0]
+        s1 = q["sigma1_sq_all"]
+        drifts = [float(np.max(np.linalg.norm(d - d[0], ord=2, axis=(-2, -1)) / np.maximum(s1[i], s1[i + 1])))
+                  for i, d in enumerate(D)]
+        rows["drift"].append(max(drifts))
+        notes["drift"].append("per pair: " + ", ".join(f"{v:.2g}" for v in drifts))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            keep = window & (time > math.e)
+            grow = [fitted_slope(np.log(np.log(time[keep])), 0.5 * np.log(s[keep]))[0] for s in q["sigma1_sq"]]
+            tail = np.where(B0 > 0, q["tail"][:, -1] / B0, np.where(q["tail"][:, -1] > 0, np.inf, 0.0))
+            sin_bound = 2.0 * np.asarray([np.linalg.norm(d, 2) for d in D0]) / q["gap"][:, -1]
+            sin = np.where(sin_bound > 0, q["sin"][:, -1] / sin_bound, np.where(q["sin"][:, -1] > 0, np.inf, 0.0))
+        srank = 1.0 + q["tail"][:, -1] / q["sigma1_sq"][:, -1]
+        depth = len(Ws)
+        rows["grow"].append(float(np.max(np.abs(depth * np.asarray(grow) - 1.0))))
+        ends = ", ".join(f"{math.sqrt(s):.3g}" for s in q["sigma1_sq"][:, -1])
+        notes["grow"].append("exponents " + ", ".join(f"{g:.3g}" for g in grow) + f" (1/L = {1 / depth:.3g}); "
+                             f"sigma_1 at the end: {ends}")
+        rows["tail"].append(float(np.max(tail)))
+        notes["tail"].append("final srank(W_i) = " + ", ".join(f"{s:.6g}" for s in srank) + "; B_i(0) = "
+                             + ", ".join(f"{b:.3g}" for b in B0))
+        rows["sin"].append(float(np.max(sin)))
+        notes["sin"].append("final |<v_(i+1), u_i>| = " + ", ".join(f"{math.sqrt(1 - s**2):.8g}" for s in
+                                                                     q["sin"][:, -1]))

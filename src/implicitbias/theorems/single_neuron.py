@@ -1,0 +1,249 @@
+"""A single neuron f(x; w) = sigma(<w, x>) trained by gradient flow on the square loss with realisable labels
+and n < d (Vardi & Shamir 2021, "Implicit regularization in ReLU networks with the square loss", COLT; survey,
+seed 002; SCIENCE.md S9).
+
+- `VardiLeakyNeuron`: a strictly monotone sigma (leaky ReLU, slope gamma > 0): grad L(w) = (1/n) sum_i r_i
+  sigma'(<w, x_i>) x_i lies in the row space of X, so w(t) - w0 stays in it, and the only zero-loss point of
+  w0 + rowspace(X) is w0 + X^+ (sigma^{-1}(y) - X w0) (`implicitbias.reference.neuron_preimage_projection`):
+  the limit is the interpolator closest to w0.
+- `VardiReluNeuron`: the ReLU: no non-trivial function R(w) describes the limit, but from a small init the
+  zero-loss limit satisfies ||w(inf)|| <= 2 ||w_min||, w_min the minimum-norm zero-loss solution
+  (`implicitbias.reference.single_neuron_min_norm`, a quadratic program).
+
+Both read the initial parameters w0 from the stored trajectory (`keep_trajectory`), checkpoint 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pydantic
+
+from implicitbias.theorems.base import Theorem, Verdict, compare
+from implicitbias.theorems.fitting import final, flag, over_runs, run_labels
+
+_MIN_NORM: dict[int, tuple[object, np.ndarray]] = {}
+
+
+def relu_min_norm(data) -> np.ndarray:
+    """w_min of a data set (the QP of `single_neuron_min_norm`), cached per Dataset object."""
+    from implicitbias.reference import single_neuron_min_norm
+
+    hit = _MIN_NORM.get(id(data))
+    if hit is None or hit[0] is not data:
+        hit = (data, single_neuron_min_norm(data.X, data.y))
+        _MIN_NORM[id(data)] = hit
+    return hit[1]
+
+
+def initial_weights(results) -> np.ndarray | None:
+    """w0 of every run, (run, d), from the stored trajectory (checkpoint 0), or None without a trajectory."""
+    name = "trajectory.theta.w"
+    if name not in results.data_vars:
+        return None
+    return np.asarray(results[name].values[:, 0, :], dtype=np.float64)
+
+
+def final_weights(results) -> np.ndarray:
+    return np.asarray(results["theta.w"].values, dtype=np.float64)
+
+
+def ratio_to_min_norm(run) -> np.ndarray:
+    """||w(inf)|| / ||w_min|| of every run of a `RunContext`."""
+    w = final_weights(run.results)
+    return np.array([np.linalg.norm(w[r]) / np.linalg.norm(relu_min_norm(run.data[r])) for r in range(run.n_runs)])
+
+
+def _model_verdict(theorem: str, run, activations: tuple[str, ...], what: str) -> Verdict:
+    model = run.spec.model
+    kind = getattr(model, "kind", "?")
+    ok = kind == "single_neuron" and model.activation in activations
+    note = f"model = {kind}" + (f", activation = {model.activation}, gamma = {model.gamma:g}"
+                                if kind == "single_neuron" else "")
+    return flag(theorem, "assumption", f"a single neuron sigma(<w, x>) with {what}", ok, note)
+
+
+def _flow_verdict(theorem: str, run) -> Verdict:
+    kind = run.spec.method.kind
+    ok = True if kind == "gf" else None
+    return flag(theorem, "assumption", "trained by gradient flow on the square loss",
+                ok and run.spec.loss.name == "square", f"method = {kind}, loss = {run.spec.loss.name}")
+
+
+def _underdetermined(theorem: str, run) -> Verdict:
+    """n < d and X of full row rank (rank n), on every data set of the cell (smallest singular value shown)."""
+    smin = np.array([np.linalg.svd(ds.X, compute_uv=False)[-1] if ds.n < ds.d else 0.0 for ds in run.data])
+    shape = f"n = {run.data[0].n}, d = {run.data[0].d}"
+    return over_runs(theorem, "assumption", "n < d and X of full row rank: sigma_n(X) > 0", smin, ">", 1e-10,
+                     labels=run_labels(run), where="over the runs' data", note=shape)
+
+
+def _zero_loss(theorem: str, run, tol: float) -> Verdict:
+    loss = final(run.results, "loss")
+    return over_runs(theorem, "assumption", f"gradient flow reached zero loss (final loss <= {tol:.3g})", loss,
+                     "<=", tol, labels=run_labels(run), note="the theorem describes zero-loss limits")
+
+
+def _loss_tol(run, explicit: float | None) -> float:
+    if explicit is not None:
+        return float(explicit)
+    tol = run.spec.stop.loss_tol
+    return float(tol) if tol > 0 else 1e-20
+
+
+class VardiLeakyNeuron(Theorem):
+    """Vardi & Shamir 2021, the strictly monotone case (S9): for sigma the leaky ReLU with slope gamma in (0, 1],
+    realisable labels, n < d and X of full row rank, gradient flow from w0 that reaches zero loss converges to
+    w_ref = w0 + X^+ (sigma^{-1}(y) - X w0), the zero-loss point closest to w0.
+
+    At finite time the run stops at loss L > 0. Since w(t) - w0 and w_ref - w0 both lie in rowspace(X) exactly,
+    ||w - w_ref|| <= ||X (w - w_ref)|| / sigma_n(X) and |<w - w_ref, x_i>| <= |sigma(<w, x_i>) - y_i| / gamma, so
+    ||w - w_ref|| <= sqrt(2 n L) / (gamma sigma_n(X)): the `allowance` the final loss leaves (derived, not
+    tuned). Predictions: ||w(inf) - w_ref|| <= allowance + rounding (rounding_rel x ||w_ref||), and the
+    relative distance ||w(inf) - w_ref|| / ||w_ref|| <= distance_tol (1e-8, the accuracy the survey's
+    closed form is checked to; the stopping loss is chosen so that the allowance is far below it).
+    loss_tol: zero loss means final loss <= loss_tol (default: the cell's stop.loss_tol, else 1e-20).
+    """
+
+    distance_tol: float = pydantic.Field(1e-8, gt=0.0)
+    rounding_rel: float = pydantic.Field(1e-12, ge=0.0)
+    loss_tol: float | None = pydantic.Field(None, gt=0.0)
+
+    @property
+    def title(self) -> str:
+        return "Vardi & Shamir 2021, strictly monotone neuron"
+
+    def assumptions(self, run) -> list[Verdict]:
+        return [_model_verdict(self.title, run, ("leaky_relu",), "a strictly monotone sigma (leaky ReLU)"),
+                _flow_verdict(self.title, run), _underdetermined(self.title, run),
+                _zero_loss(self.title, run, _loss_tol(run, self.loss_tol))]
+
+    def references(self, run) -> np.ndarray | None:
+        from implicitbias.reference import neuron_preimage_projection
+
+        w0 = initial_weights(run.results)
+        if w0 is None:
+            return None
+        gamma = float(run.spec.model.gamma)
+        return np.stack([neuron_preimage_projection(run.data[r].X, run.data[r].y, w0[r], gamma)
+                         for r in range(run.n_runs)])
+
+    def predictions(self, run) -> list[Verdict]:
+        title = self.title
+        statement = "w(inf) = w0 + X^+ (sigma^-1(y) - X w0): ||w(inf) - w_ref|| / ||w_ref||"
+        refs = self.references(run) if getattr(run.spec.model, "activation", "") == "leaky_relu" else None
+        if refs is None:
+            why = "no stored trajectory (w0 unknown): set keep_trajectory" if initial_weights(
+                run.results) is None else "not a leaky ReLU neuron"
+            return [compare(title, "prediction", statement, None, "<=", self.distance_tol, why)]
+        w = final_weights(run.results)
+        dist = np.linalg.norm(w - refs, axis=1)
+        scale = np.linalg.norm(refs, axis=1)
+        loss = final(run.results, "loss")
+        gamma = float(run.spec.model.gamma)
+        smin = np.array([np.linalg.svd(ds.X, compute_uv=False)[-1] for ds in run.data])
+        n = np.array([ds.n for ds in run.data])
+        allowance = np.sqrt(2.0 * n * np.maximum(loss, 0.0)) / (gamma * smin) + self.rounding_rel * scale
+        labels = run_labels(run)
+        notes = [f"final loss {lo:.3g}, allowance {a:.3g}" for lo, a in zip(loss, allowance)]
+        return [
+            over_runs(title, "prediction", "||w(inf) - w_ref|| <= sqrt(2 n L) / (gamma sigma_n(X)) (the distance "
+                      "the final loss allows)", dist, "<=", allowance, labels=labels, run_notes=notes),
+            over_runs(title, "prediction", statement, dist / scale, "<=", self.distance_tol, labels=labels,
+                      run_notes=notes),
+        ]
+
+
+class VardiReluNeuron(Theorem):
+    """Vardi & Shamir 2021, the ReLU neuron (S9): with realisable labels y_i = [<w*, x_i>]_+ and n < d, gradient
+    flow from a small init that reaches zero loss ends at ||w(inf)|| <= 2 ||w_min||, w_min = argmin ||w|| s.t.
+    <w, x_i> = y_i (y_i > 0), <w, x_i> <= 0 (y_i = 0). The factor 2 is the theorem's; it is checked on the worst
+    run of the cell (every seed).
+
+    init_ratio_max: "small init" is read as ||w0|| <= init_ratio_max ||w_min|| on every run (ours, default
+        0.01: the bound's slack from the init is then at most a percent).
+    bound: the constant of the theorem, 2.
+    min_runs: the bound is checked on the runs that reached zero loss (the theorem's hypothesis, run by run); at
+        least min_runs of them are required (the experiment asks for 100).
+    loss_tol: zero loss means final loss <= loss_tol (default: the cell's stop.loss_tol, else 1e-20).
+    """
+
+    init_ratio_max: float = pydantic.Field(0.01, gt=0.0)
+    bound: float = pydantic.Field(2.0, gt=0.0)
+    min_runs: int = pydantic.Field(1, ge=1)
+    loss_tol: float | None = pydantic.Field(None, gt=0.0)
+
+    @property
+    def title(self) -> str:
+        return "Vardi & Shamir 2021, ReLU neuron"
+
+    def assumptions(self, run) -> list[Verdict]:
+        return [_model_verdict(self.title, run, ("relu",), "the ReLU"), _flow_verdict(self.title, run),
+                _underdetermined(self.title, run), self._realisable(run), self._small_init(run), self._in_scope(run)]
+
+    def in_scope(self, run) -> np.ndarray:
+        """The runs that satisfy the theorem's hypothesis: gradient flow reached zero loss (final loss <= tol)."""
+        loss = final(run.results, "loss")
+        return loss <= _loss_tol(run, self.loss_tol)
+
+    def _in_scope(self, run) -> Verdict:
+        keep = self.in_scope(run)
+        out = [f"seed {spec.seed}" for spec, k in zip(run.runs, keep) if not k]
+        note = (f"{int(keep.sum())} of {keep.size} runs reached zero loss; the theorem describes zero-loss limits, so "
+                f"the others (a ReLU neuron can stop at a spurious stationary point with dead points) are outside its "
+                f"scope and left out of the prediction" + (f": {', '.join(out[:20])}" if out else ""))
+        return compare(self.title, "assumption", f"gradient flow reached zero loss (final loss <= "
+                       f"{_loss_tol(run, self.loss_tol):.3g}) on at least {self.min_runs} runs (number of runs)",
+                       float(keep.sum()), ">=", float(self.min_runs), note)
+
+    def _realisable(self, run) -> Verdict:
+        worst = 0.0
+        for ds in run.data:
+            if np.any(ds.y < 0):
+                return flag(self.title, "assumption", "labels realisable by a ReLU neuron", False,
+                            "a negative label: no ReLU neuron outputs it")
+            try:
+                w = relu_min_norm(ds)
+            except ValueError as exc:
+                return flag(self.title, "assumption", "labels realisable by a ReLU neuron", False, str(exc))
+            worst = max(worst, float(np.max(np.abs(np.maximum(ds.X @ w, 0.0) - ds.y))))
+        return flag(self.title, "assumption", "labels realisable by a ReLU neuron (the min-norm QP is feasible)",
+                    worst <= 1e-6, f"max_i |[<w_min, x_i>]_+ - y_i| = {worst:.2g} (QP solver accuracy)")
+
+    def _small_init(self, run) -> Verdict:
+        w0 = initial_weights(run.results)
+        statement = f"small init: ||w0|| / ||w_min|| <= {self.init_ratio_max:g}"
+        if w0 is None:
+            return flag(self.title, "assumption", statement, None, "no stored trajectory: set keep_trajectory")
+        ratio = [float(np.linalg.norm(w0[r]) / np.linalg.norm(relu_min_norm(run.data[r])))
+                 for r in range(run.n_runs)]
+        return over_runs(self.title, "assumption", statement, ratio, "<=", self.init_ratio_max,
+                         labels=run_labels(run), where="at init")
+
+    def predictions(self, run) -> list[Verdict]:
+        statement = f"||w(inf)|| <= {self.bound:g} ||w_min||: ||w(inf)|| / ||w_min||"
+        if getattr(run.spec.model, "activation", "") != "relu":
+            return [compare(self.title, "prediction", statement, None, "<=", self.bound, "not a ReLU neuron")]
+        try:
+            ratio = ratio_to_min_norm(run)
+        except ValueError as exc:
+            return [compare(self.title, "prediction", statement, None, "<=", self.bound, str(exc))]
+        keep = self.in_scope(run)
+        if not keep.any():
+            return [compare(self.title, "prediction", statement, None, "<=", self.bound, "no run reached zero loss")]
+        ratio = ratio[keep]
+        labels = [lab for lab, k in zip(run_labels(run), keep) if k]
+        spread = (f"ratios over the {ratio.size} zero-loss runs: min {np.min(ratio):.4g}, median "
+                  f"{np.median(ratio):.4g}")
+        return [over_runs(self.title, "prediction", statement, ratio, "<=", self.bound, labels=labels, note=spread)]
+
+
+def distance_to_min_norm(run) -> np.ndarray:
+    """||w(inf) - w_min|| / ||w_min|| of every run: how far the ReLU limit is from the minimum-norm solution."""
+    w = final_weights(run.results)
+    out = []
+    for r in range(run.n_runs):
+        wm = relu_min_norm(run.data[r])
+        out.append(float(np.linalg.norm(w[r] - wm) / np.linalg.norm(wm)))
+    return np.asarray(out) if out else np.zeros(0) * math.nan

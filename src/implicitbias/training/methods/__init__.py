@@ -1,0 +1,43 @@
+"""Training methods, interchangeable in `train` (SCIENCE.md section 0 and S7).
+
+Each method is a spec that owns its stepping (`methods.base.Method`): gradient descent, SGD and
+normalised GD are optax transformations stepped in a compiled `lax.while_loop`
+(`gradient_descent`, `implicitbias.training.discrete`); mirror descent is one too, with its dual
+variable as optimizer state (`mirror`); gradient flow is integrated by diffrax with error control
+(`gradient_flow`, `implicitbias.training.flow`).  GD step k and GF time t = lr k share one time axis.
+
+Adding a method: one module here with its spec (a `DiscreteMethod` that declares its optax
+transformation, or a `Method` with its own `stepper`), and its class in `AnyMethod` below.
+"""
+
+from typing import Annotated
+
+import pydantic
+
+from implicitbias.training.methods.base import DiscreteMethod, Method
+from implicitbias.training.methods.gradient_descent import GD, SGD, NormalizedGD
+from implicitbias.training.methods.gradient_flow import GradientFlow
+from implicitbias.training.methods.mirror import (
+    AnyPotential,
+    HyperbolicEntropy,
+    Lp,
+    MirrorDescent,
+    mirror_descent,
+)
+
+AnyMethod = Annotated[GD | SGD | NormalizedGD | GradientFlow | MirrorDescent, pydantic.Field(discriminator="kind")]
+
+__all__ = [
+    "GD",
+    "SGD",
+    "AnyMethod",
+    "AnyPotential",
+    "DiscreteMethod",
+    "GradientFlow",
+    "HyperbolicEntropy",
+    "Lp",
+    "Method",
+    "MirrorDescent",
+    "NormalizedGD",
+    "mirror_descent",
+]

@@ -1,0 +1,195 @@
+"""Diagonal linear networks (S6): the Woodworth limit, the mirror-flow path and Gunasekar's max-margin limits on
+real gradient-flow runs (positive cases) and on runs that violate them (negative controls), and the two catalogued
+experiments' input checks."""
+
+import numpy as np
+import pytest
+
+from implicitbias._spec import ConfigError
+from implicitbias.data import NearlyOrthogonal, Separable, SparseRegression
+from implicitbias.losses import Loss
+from implicitbias.models import DiagonalLinear
+from implicitbias.reference import NonSeparableDataError
+from implicitbias.runs import RunSpec
+from implicitbias.runs.execute import dataset_of, train_group
+from implicitbias.runs.results import stack_runs
+from implicitbias.theorems import GunasekarDiagonal, MirrorFlowPath, RunContext, WoodworthLimit
+from implicitbias.theorems.diagonal import mirror_flow_path
+from implicitbias.training.methods import GradientFlow
+from implicitbias.training.stopping import Stop
+
+REGRESSION = SparseRegression(n=10, d=40, k=2, w_star_values="positive")
+GF = GradientFlow(solver="rkc", rtol=1e-8, atol=1e-14, atol_rel=None, dt0=1e-4)
+
+
+def _context(specs):
+    """Train the specs (one call per spec) and return their RunContext, as the runner builds it."""
+    arrays = [train_group([s])[0] for s in specs]
+    return RunContext(runs=list(specs), results=stack_runs(arrays, specs), data=[dataset_of(s) for s in specs])
+
+
+def _regression_specs(alphas, depth=2, max_time=1e5, loss_tol=1e-16):
+    return [RunSpec(model=DiagonalLinear(depth=depth, trained="displacement"), data=REGRESSION,
+                    loss=Loss(name="square"), method=GF, stop=Stop(loss_tol=loss_tol, max_time=max_time),
+                    init_scale=a, checkpoints=20, kkt=False, keep_trajectory=True) for a in alphas]
+
+
+def _predictions(verdicts):
+    return [v.outcome for v in verdicts if v.kind == "prediction"]
+
+
+@pytest.fixture(scope="module")
+def depth2():
+    return _context(_regression_specs([0.01, 1.0]))
+
+
+def test_gradient_flow_limit_is_the_q_alpha_minimiser(depth2):
+    verdicts = WoodworthLimit().check(depth2)
+    assert all(v.outcome == "holds" for v in verdicts if v.kind == "assumption"), [v.line() for v in verdicts]
+    assert _predictions(verdicts) == ["holds"], [v.line() for v in verdicts]
+
+
+def test_a_limit_checked_against_the_wrong_alpha_fails(depth2):
+    # negative control: the limit reached from alpha = 1 is not the Q_alpha minimiser for alpha = 0.01
+    wrong = RunContext(runs=[s.replace(init_scale=0.01) for s in depth2.runs], results=depth2.results,
+                       data=depth2.data)
+    assert _predictions(WoodworthLimit().check(wrong)) == ["fails"]
+
+
+def test_a_run_that_did_not_interpolate_is_outside_scope():
+    early = _context(_regression_specs([0.01], max_time=0.5))
+    verdicts = WoodworthLimit().check(early)
+    assert any(v.outcome == "fails" and "interpolation" in v.statement for v in verdicts)
+    assert _predictions(verdicts) in (["outside_scope"], ["not_evaluated"])
+
+
+def test_the_trajectory_is_the_mirror_flow(depth2):
+    assert _predictions(MirrorFlowPath().check(depth2)) == ["holds"]
+    # negative control: mirror flow at half the derived rate c = 4 follows another path in time
+    assert _predictions(MirrorFlowPath(time_scale=2.0).check(depth2)) == ["fails"]
+
+
+def test_depth_three_limit_and_path():
+    ctx = _context(_regression_specs([0.1, 1.0], depth=3))
+    assert _predictions(WoodworthLimit().check(ctx)) == ["holds"]
+    assert _predictions(MirrorFlowPath().check(ctx)) == ["holds"]
+
+
+def test_mirror_flow_path_starts_at_zero_and_interpolates():
+    from implicitbias.reference import diagonal_net_potential, q_alpha_interpolator
+
+    data = REGRESSION.generate(3)
+    pot = diagonal_net_potential(0.1, 2)
+    path = mirror_flow_path(data.X, data.y, pot, 4.0, [0.0, 1.0, 1e4])
+    assert np.all(path[0] == 0)
+    limit = q_alpha_interpolator(data.X, data.y, 0.1).w
+    assert np.linalg.norm(path[-1] - limit) <= 1e-6 * np.linalg.norm(limit)
+
+
+# -- Gunasekar et al. 2018 -------------------------------------------------------------------------------
+from implicitbias.experiments.gunasekar2018 import CHECKPOINTS  # noqa: E402
+
+CLASSIFICATION = Separable(n=12, d=30, sparsity=2, margin=0.5)
+
+
+def _classification(depth):
+    spec = RunSpec(model=DiagonalLinear(depth=depth), data=CLASSIFICATION, loss=Loss(name="logistic"),
+                   method=GradientFlow(solver="rkc", clock="loss", rtol=1e-8), stop=Stop(max_time=1e4),
+                   init_scale=0.1, checkpoints=CHECKPOINTS, kkt=True, keep_trajectory=True)
+    return _context([spec])
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_diagonal_classification_reaches_its_max_margin_direction(depth):
+    verdicts = GunasekarDiagonal().check(_classification(depth))
+    assert all(v.outcome == "holds" for v in verdicts), [v.line() for v in verdicts]
+
+
+def test_a_dense_direction_is_not_the_l1_max_margin_limit():
+    # negative control: store the l2 SVM direction as the depth-2 network's final w = u^2 - v^2
+    from implicitbias.reference import max_margin_svm
+
+    ctx = _classification(2)
+    data = ctx.data[0]
+    w = 50.0 * max_margin_svm(data.X, data.y).w
+    results = ctx.results.copy(deep=True)
+    results["theta.u"].values[0] = np.sqrt(np.maximum(w, 0.0))
+    results["theta.v"].values[0] = np.sqrt(np.maximum(-w, 0.0))
+    # and a trajectory that moves away from the l1 direction as the loss falls (the stored one, reversed)
+    for name in ("trajectory.theta.u", "trajectory.theta.v"):
+        results[name].values[0] = results[name].values[0][::-1].copy()
+    verdicts = GunasekarDiagonal().check(RunContext(ctx.runs, results, ctx.data))
+    assert _predictions(verdicts) == ["fails", "fails"], [v.line() for v in verdicts]
+
+
+def test_separable_sparse_teacher():
+    data = CLASSIFICATION.generate(0)
+    w = data.info["w_star"]
+    assert np.count_nonzero(w) == 2 and np.isclose(np.linalg.norm(w), 1.0)
+    assert np.all(data.y * (data.X @ w) >= 0.5 - 1e-12)
+    with pytest.raises(ConfigError, match="sparsity"):
+        Separable(d=3, sparsity=4)
+    # the dense teacher's draw is unchanged by the new field
+    assert np.array_equal(Separable(d=5).generate(1).X, Separable(d=5, sparsity=None).generate(1).X)
+
+
+# -- the experiments --------------------------------------------------------------------------------------
+def test_experiments_are_catalogued_and_refuse_bad_alpha():
+    from implicitbias.experiments import get
+
+    for name in ("woodworth2020-kernel-rich", "gunasekar2018-diagonal"):
+        exp = get(name)
+        assert exp.runs(exp.resolve(quick=True))
+    exp = get("woodworth2020-kernel-rich")
+    with pytest.raises(ConfigError, match="init_scale"):
+        exp.runs(exp.resolve(quick=True, overrides={"grid.init_scale": [0.0, 1.0]}))
+
+
+def test_non_separable_data_is_refused_before_training():
+    from implicitbias.experiments import get
+
+    exp = get("gunasekar2018-diagonal")
+    config = exp.resolve(quick=True, overrides={"data.name": "nearly_orthogonal", "data.n": 40, "data.d": 3})
+    assert isinstance(config.data, NearlyOrthogonal)
+    with pytest.raises(NonSeparableDataError, match="point"):
+        exp.runs(config)
+
+
+def test_transition_width():
+    from implicitbias.experiments.woodworth2020 import transition_width
+
+    alpha = np.logspace(-3, 2, 51)
+    sharp = 1 / (1 + (alpha / 0.1) ** -6)
+    soft = 1 / (1 + (alpha / 0.1) ** -2)
+    assert transition_width(alpha, sharp) < transition_width(alpha, soft)
+    assert np.isnan(transition_width(alpha, np.ones_like(alpha)))
+
+
+def test_limit_trend_uses_only_distances_above_the_flow_error():
+    from implicitbias.experiments.woodworth2020 import limit_trend
+
+    alpha = np.logspace(-3, 2, 10)
+    rich = 0.5 * alpha**0.8  # shrinks like a power of alpha as alpha -> 0
+    accuracy = np.full(10, 1e-8)
+    slope, used = limit_trend(alpha, rich, accuracy, "rich")
+    assert used == 5 and slope == pytest.approx(0.8)
+    # negative control: a distance that grows as alpha -> 0 gives a negative slope (the claim "> 0" fails)
+    assert limit_trend(alpha, 1 / rich, accuracy, "rich")[0] < 0
+    # distances at the level of the flow's error are not a trend
+    assert np.isnan(limit_trend(alpha, 2 * accuracy, accuracy, "kernel")[0])
+
+
+def test_displacement_parametrisation_is_the_same_flow():
+    from implicitbias.training import train
+
+    data = REGRESSION.generate(1)
+    finals = []
+    for trained in ("weights", "displacement"):
+        ds = train(DiagonalLinear(depth=2, trained=trained), data, Loss(name="square"), GF,
+                   stop=Stop(loss_tol=1e-16, max_time=1e4), init_scale=0.5, checkpoints=5, kkt=False)
+        theta = {k[len("theta."):]: ds[k].values[0] for k in ds.data_vars if k.startswith("theta.")}
+        const = {k[len("const."):]: ds[k].values[0] for k in ds.data_vars if k.startswith("const.")}
+        finals.append(np.asarray(DiagonalLinear(depth=2, trained=trained).effective(theta, const)))
+    assert np.linalg.norm(finals[0] - finals[1]) <= 1e-6 * np.linalg.norm(finals[0])
+    with pytest.raises(ConfigError, match="displacement"):
+        DiagonalLinear(form="product", trained="displacement")

@@ -1,0 +1,267 @@
+"""Matrix factorisation (S8): the balanced init, the data options, bad input refused before training, and the
+theorems of Razin & Cohen 2020, Gunasekar et al. 2017 and Li et al. 2021 on real runs (positive cases) and on
+runs that violate them (negative controls, which must fail)."""
+
+import jax
+import numpy as np
+import pytest
+
+from implicitbias._spec import ConfigError
+from implicitbias.data import MatrixCompletion, MatrixSensing, RazinCohen
+from implicitbias.losses import Loss
+from implicitbias.models import MatrixFactorization
+from implicitbias.runs import RunSpec
+from implicitbias.theorems.base import RunContext
+from implicitbias.theorems.matrix_factorization import (
+    GunasekarCommuting,
+    GunasekarConjecture,
+    RazinCohen2020,
+    commutator_gap,
+    end_to_end,
+    min_nuclear_norm,
+    min_nuclear_norm_psd,
+)
+from implicitbias.training.methods import GradientFlow
+from implicitbias.training.stopping import Stop
+from implicitbias.training.train import train
+
+SQUARE = Loss(name="square")
+
+
+def _outcomes(verdicts, kind="prediction"):
+    return [v.outcome for v in verdicts if v.kind == kind]
+
+
+def _context(model, data_spec, method, stop, seeds, scales, checkpoints, data_seeds=None):
+    """Real gradient-flow runs (one per (seed, scale)) as a RunContext."""
+    data_seeds = data_seeds or [0] * len(seeds)
+    data = [data_spec.generate(s) for s in data_seeds]
+    ds = train(model, data if len(set(data_seeds)) > 1 else data[0], SQUARE, method, stop=stop,
+               batch={"seed": list(seeds), "init_scale": list(scales)}, checkpoints=checkpoints, keep_trajectory=True,
+               kkt=False, compact=False)
+    runs = [RunSpec(model=model, data=data_spec, data_seed=ds_, loss=SQUARE, method=method, stop=stop, seed=s,
+                    init_scale=a, checkpoints=checkpoints, kkt=False, keep_trajectory=True, trial=t)
+            for t, (s, a, ds_) in enumerate(zip(seeds, scales, data_seeds))]
+    return RunContext(runs=runs, results=ds, data=data)
+
+
+# -- model and data ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("depth", [1, 2, 3, 4])
+def test_balanced_init_is_balanced_with_positive_determinant(depth):
+    m = MatrixFactorization(dim=3, depth=depth, init_scheme="balanced", positive_det=True)
+    for seed in range(4):
+        theta, _ = m.init(jax.random.PRNGKey(seed), 9, 0.7)
+        Ws = [np.asarray(theta[f"W{j}"]) for j in range(1, depth + 1)]
+        for lo, hi in zip(Ws[:-1], Ws[1:]):
+            np.testing.assert_allclose(hi.T @ hi, lo @ lo.T, atol=1e-12)
+        assert np.linalg.det(np.asarray(m.product(theta))) > 0
+
+
+def test_identity_init_with_noise_is_unbalanced_and_without_is_alpha_identity():
+    m = MatrixFactorization(dim=2, depth=3)
+    theta, _ = m.init(jax.random.PRNGKey(0), 4, 0.3)
+    np.testing.assert_array_equal(theta["W2"], 0.3 * np.eye(2))
+    noisy, _ = m.replace(init_noise=0.1).init(jax.random.PRNGKey(0), 4, 0.3)
+    W1, W2 = np.asarray(noisy["W1"]), np.asarray(noisy["W2"])
+    assert np.linalg.norm(W2.T @ W2 - W1 @ W1.T) > 1e-4
+
+
+def test_commuting_measurements_and_prescribed_singular_values():
+    ds = MatrixSensing(d=6, rank=2, n=5, psd=True, measurements="commuting").generate(0)
+    assert commutator_gap(ds) < 1e-12
+    W = ds.info["W_star"]
+    assert np.linalg.matrix_rank(W, tol=1e-10) == 2 and np.linalg.eigvalsh(W).min() > -1e-12
+    np.testing.assert_allclose(ds.y, ds.X @ W.reshape(-1))
+    assert commutator_gap(MatrixSensing(d=6, rank=2, n=5).generate(0)) > 0.1
+    sv = MatrixSensing(d=6, rank=3, n=5, singular_values=(3.0, 2.0, 1.0)).generate(1)
+    np.testing.assert_allclose(np.linalg.svd(sv.info["W_star"], compute_uv=False)[:4], [3, 2, 1, 0], atol=1e-12)
+
+
+@pytest.mark.parametrize("fields, field", [
+    ({"d": 3, "observed": [[0, 1], [3, 0]]}, "observed[1]"),
+    ({"d": 3, "observed": []}, "observed"),
+    ({"d": 3, "observed": [[0, 1], [0, 1]]}, "observed"),
+    ({"d": 3, "rank": 4}, "rank"),
+    ({"d": 3, "rank": 2, "singular_values": [1.0]}, "singular_values"),
+])
+def test_bad_completion_data_is_refused_naming_the_field(fields, field):
+    with pytest.raises(ConfigError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        MatrixCompletion(**fields)
+
+
+def test_explicit_observed_entries():
+    mc = MatrixCompletion(d=3, rank=1, observed=[[0, 1], [2, 2]], n_test=2).generate(0)
+    assert mc.n == 2 and mc.info["observed"].tolist() == [[0, 1], [2, 2]]
+    np.testing.assert_allclose(mc.y, mc.info["W_star"][[0, 2], [1, 2]])
+
+
+@pytest.mark.parametrize("setting, field", [
+    ({"init_scale": 0.0}, "init_scale"),
+    ({"init_scale": -1.0}, "init_scale"),
+    ({"model.depth": 0}, "model.depth"),
+    ({"model.dim": 3}, "model.dim"),
+])
+def test_bad_factorisation_runs_are_refused_before_training(setting, field):
+    from implicitbias.experiments import get
+
+    exp = get("razin2020-counterexample")
+    with pytest.raises(ConfigError, match=field):
+        exp.runs(exp.resolve(quick=True, overrides=setting))
+
+
+def test_bad_input_from_the_command_line_exits_2_naming_the_field(tmp_path, capsys):
+    from implicitbias.cli import main
+
+    code = main(["run", "razin2020-counterexample", "--quick", "--out", str(tmp_path / "o"), "--set",
+                 "grid.init_scale=[0.5, 0.0]"])
+    assert code == 2 and "init_scale" in capsys.readouterr().err
+    assert not (tmp_path / "o" / "results.nc").exists()
+
+
+# -- Razin & Cohen 2020 ------------------------------------------------------------------------------------
+RAZIN_GF = GradientFlow(rtol=1e-8)
+RAZIN_STOP = Stop(loss_tol=1e-5, max_time=1e8)
+
+
+def test_razin_cohen_balanced_run_holds_and_a_determinant_crossing_fails():
+    model = MatrixFactorization(dim=2, depth=2)  # alpha I: balanced, det W(0) > 0
+    run = _context(model, RazinCohen(), RAZIN_GF, RAZIN_STOP, [0], [0.5], 50)
+    out = RazinCohen2020().check(run)
+    assert set(_outcomes(out, "assumption")) == {"holds"}, [v.line() for v in out]
+    assert set(_outcomes(out)) == {"holds"}, [v.line() for v in out]
+    # negative control: a balanced start (W_1 = W_2 = I) whose path ends at the finite completion [[2, 1], [1, 0]]
+    # (det -1, loss 0): the determinant, the norm bounds and the growth all fail
+    ds = run.results
+    k = ds.sizes["checkpoint"]
+    eps = np.geomspace(1.0, 1e-6, k)[:, None, None]  # the loss falls over decades, the norm stays bounded
+    W2 = eps * np.eye(2) + (1 - eps) * np.array([[2.0, 1.0], [1.0, 0.0]])
+    W1 = np.broadcast_to(np.eye(2), (k, 2, 2))
+    target = np.array([[2.0, 1.0], [1.0, 0.0]])
+    loss = np.array([((w[0, 1] - 1) ** 2 + (w[1, 0] - 1) ** 2 + w[1, 1] ** 2) / 6 for w in W2])
+    fake = ds.assign({
+        "trajectory.theta.W1": (ds["trajectory.theta.W1"].dims, W1[None].copy()),
+        "trajectory.theta.W2": (ds["trajectory.theta.W2"].dims, W2[None].copy()),
+        "theta.W1": (ds["theta.W1"].dims, np.eye(2)[None]), "theta.W2": (ds["theta.W2"].dims, target[None]),
+        "loss": (ds["loss"].dims, loss[None]),
+    })
+    out = RazinCohen2020().check(RunContext(run.runs, fake, run.data))
+    assert set(_outcomes(out, "assumption")) == {"holds"}, [v.line() for v in out]
+    fails = [v.statement for v in out if v.outcome == "fails"]
+    assert any("det W(t) > 0" in f for f in fails) and any("Frobenius norm >=" in f for f in fails)
+    assert any("grows as the loss falls" in f for f in fails), fails
+
+
+def test_razin_cohen_unbalanced_init_is_outside_scope():
+    model = MatrixFactorization(dim=2, depth=3, init_noise=0.1)
+    run = _context(model, RazinCohen(), GradientFlow(rtol=1e-8), Stop(loss_tol=1e-9, max_time=1e4), [0], [0.3], 30)
+    out = RazinCohen2020().check(run)
+    balanced = [v for v in out if v.statement.startswith("balanced init")][0]
+    assert balanced.outcome == "fails"
+    assert set(_outcomes(out)) <= {"outside_scope", "not_evaluated"}, [v.line() for v in out]
+
+
+# -- Gunasekar et al. 2017 ---------------------------------------------------------------------------------
+COMMUTING = MatrixSensing(d=6, rank=4, n=3, psd=True, measurements="commuting")
+
+
+def _gunasekar_context(spec, alphas):
+    model = MatrixFactorization(dim=spec.d, depth=2, symmetric=True)
+    run = _context(model, spec, GradientFlow(rtol=1e-8), Stop(loss_tol=1e-16, max_time=1e5), [0] * len(alphas),
+                   alphas, 12)
+    return RunContext([r.replace(trial=0) for r in run.runs], run.results, run.data)  # one trial over the alphas
+
+
+def test_gunasekar_commuting_holds_and_a_flat_ratio_fails():
+    run = _gunasekar_context(COMMUTING, [1e-1, 1e-3, 1e-6])
+    out = GunasekarCommuting().check(run)
+    assert set(_outcomes(out, "assumption")) == {"holds"}, [v.line() for v in out]
+    assert set(_outcomes(out)) == {"holds"}, [v.line() for v in out]
+    # negative control: a nuclear norm 2% above the minimum at every alpha (no approach to 1)
+    ref = min_nuclear_norm_psd(run.data[0]).nuclear_norm
+    ds = run.results
+    flat = ds.assign({"W.nuclear": (ds["W.nuclear"].dims, np.full(ds["W.nuclear"].shape, 1.02 * ref))})
+    out = GunasekarCommuting().check(RunContext(run.runs, flat, run.data))
+    assert _outcomes(out) == ["fails", "fails"], [v.line() for v in out]
+
+
+def test_gunasekar_commuting_is_outside_scope_for_gaussian_measurements():
+    run = _gunasekar_context(MatrixSensing(d=4, rank=1, n=12, psd=True), [1e-1, 1e-2, 1e-3])
+    out = GunasekarCommuting().check(run)
+    assert [v for v in out if "commute" in v.statement][0].outcome == "fails"
+    assert set(_outcomes(out)) <= {"outside_scope", "not_evaluated"}
+    conj = GunasekarConjecture().check(run)
+    assert set(_outcomes(conj, "assumption")) == {"holds"}, [v.line() for v in conj]
+
+
+def test_symmetric_factorisation_is_depth_2_only():
+    with pytest.raises(ConfigError, match="symmetric"):
+        MatrixFactorization(dim=3, depth=3, symmetric=True)
+    m = MatrixFactorization(dim=3, depth=2, symmetric=True)
+    theta, _ = m.init(jax.random.PRNGKey(0), 9, 0.1)
+    assert list(theta) == ["W1"]
+    np.testing.assert_allclose(m.product(theta), 0.01 * np.eye(3))
+
+
+def test_the_end_to_end_path_is_the_product_of_the_stored_factors():
+    model = MatrixFactorization(dim=2, depth=3, init_scheme="balanced")
+    run = _context(model, RazinCohen(), RAZIN_GF, RAZIN_STOP, [0], [0.5], 10)
+    W = end_to_end(run.results, 3)
+    final = end_to_end(run.results, 3, trajectory=False)
+    np.testing.assert_allclose(W[:, -1], final, atol=1e-12)
+
+
+# -- Li, Luo & Lyu 2021 ------------------------------------------------------------------------------------
+def test_li_incremental_holds_and_simultaneous_learning_fails():
+    from implicitbias.theorems.matrix_factorization import LiIncremental, crossing_times
+
+    spec = MatrixSensing(d=6, rank=2, n=30, singular_values=(3.0, 1.0))
+    model = MatrixFactorization(dim=6, depth=2)
+    times = [0.0] + list(np.linspace(0.25, 40.0, 160))
+    alphas = [1e-2, 1e-4, 1e-6]
+    run = _context(model, spec, GradientFlow(rtol=1e-8), Stop(loss_tol=1e-12, max_time=40.0), [0] * 3, alphas, times)
+    run = RunContext([r.replace(trial=0) for r in run.runs], run.results, run.data)
+    out = LiIncremental().check(run)
+    assert set(_outcomes(out, "assumption")) == {"holds"}, [v.line() for v in out]
+    assert set(_outcomes(out)) == {"holds"}, [v.line() for v in out]
+    # negative control: every run follows W(t) = min(t / 5, 1) W(final) - all singular values learned together, at a
+    # time that does not depend on alpha - while the stored final state is unchanged
+    ds = run.results
+    t = ds["time"].values
+    ramp = np.minimum(t / 5.0, 1.0)[:, :, None, None]
+    W1, W2 = ds["theta.W1"].values, ds["theta.W2"].values
+    fake = ds.assign({"trajectory.theta.W1": (ds["trajectory.theta.W1"].dims, ramp * W1[:, None]),
+                      "trajectory.theta.W2": (ds["trajectory.theta.W2"].dims, np.broadcast_to(W2[:, None], ramp.shape[:2]
+                                                                                               + W2.shape[1:]).copy())})
+    out = LiIncremental().check(RunContext(run.runs, fake, run.data))
+    fails = [v.statement for v in out if v.outcome == "fails"]
+    assert any("one at a time" in f for f in fails) and any("grows with ln(1/alpha)" in f for f in fails), fails
+    # crossing times on a hand-made curve: sigma reaches half its final value at t = 2
+    s = np.array([[[0.0], [0.25], [0.75], [1.0]]])
+    np.testing.assert_allclose(crossing_times(np.array([[0.0, 1.0, 3.0, 4.0]]), s), [[2.0]])
+
+
+# -- Arora et al. 2019 --------------------------------------------------------------------------------------
+def test_entries_encoding_matches_the_dense_one():
+    dense = MatrixCompletion(d=4, rank=1, n=6).generate(2)
+    pairs = MatrixCompletion(d=4, rank=1, n=6, encoding="entries").generate(2)
+    assert pairs.X.shape == (6, 2)
+    np.testing.assert_array_equal(pairs.y, dense.y)
+    theta, _ = MatrixFactorization(dim=4, depth=3, init_scheme="balanced").init(jax.random.PRNGKey(0), 16, 0.5)
+    f_dense = MatrixFactorization(dim=4, depth=3).predict(theta, {}, dense.X)
+    f_pairs = MatrixFactorization(dim=4, depth=3, inputs="entries").predict(theta, {}, pairs.X)
+    np.testing.assert_allclose(f_pairs, f_dense, atol=1e-14)
+    np.testing.assert_allclose(min_nuclear_norm(pairs).nuclear_norm, min_nuclear_norm(dense).nuclear_norm, rtol=1e-6)
+
+
+def test_arora_claims_follow_the_errors(monkeypatch):
+    from implicitbias.experiments import arora2019
+
+    def rows(errors):
+        return [{"method": m, "n": 50, "error": e} for m, e in errors.items()]
+
+    good = {"nuclear norm": 0.8, "depth 2": 0.8, "depth 3": 0.3, "depth 4": 0.5}
+    monkeypatch.setattr(arora2019, "_table", lambda results: rows(good))
+    assert [v.outcome for v in arora2019._claims(None)] == ["holds", "holds"]
+    bad = {"nuclear norm": 0.2, "depth 2": 0.25, "depth 3": 0.3, "depth 4": 0.5}  # depth does not help
+    monkeypatch.setattr(arora2019, "_table", lambda results: rows(bad))
+    assert [v.outcome for v in arora2019._claims(None)] == ["fails", "fails"]
