@@ -16,6 +16,7 @@ from implicitbias.data import (
     GaussianMixture,
     KnownSVM2D,
     MatrixCompletion,
+    NeuronTeacher,
     MatrixSensing,
     MulticlassSeparable,
     NearlyOrthogonal,
@@ -33,6 +34,7 @@ from implicitbias.data import (
 
 # One small configuration of every generator that needs no file: the table every common check runs over.
 SPECS = [
+    NeuronTeacher(n=8, d=20, n_test=4),
     GaussianMixture(n=20, d=50, n_test=10, label_noise=0.1),
     NoisyXor(n=20, d=50, n_test=10),
     NearlyOrthogonal(n=5, d=40, n_test=3),
