@@ -16,7 +16,6 @@ from implicitbias.data import (
     GaussianMixture,
     KnownSVM2D,
     MatrixCompletion,
-    NeuronTeacher,
     MatrixSensing,
     MulticlassSeparable,
     NearlyOrthogonal,

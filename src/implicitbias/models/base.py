@@ -14,7 +14,6 @@ from __future__ import annotations
 import abc
 
 import jax
-import jax.numpy as jnp
 
 from implicitbias._spec import Spec
 

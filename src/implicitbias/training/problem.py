@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from implicitbias.losses import Loss
 from implicitbias.models.base import Model
 
+
 @dataclass(frozen=True)
 class Problem:
     """The static part of a run: model, loss and the names of model fields overridden per member
