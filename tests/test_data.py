@@ -48,7 +48,6 @@ SPECS = [
     SparseRegression(n=10, d=30, k=3, n_test=4, noise_std=0.01),
     MatrixSensing(d=4, rank=1, n=10, n_test=3),
     MatrixCompletion(d=4, rank=1, n=8, n_test=3),
-    NeuronTeacher(n=5, d=12, n_test=3),
     Digits(classes=(3, 8), test_fraction=0.2),
     ChistikovFamily(family="m_negative", d=4),
     ChistikovFamily(family="m_positive", d=4),
