@@ -7,7 +7,6 @@ runs to the same physical time t = 2 10^5, every lambda of a grid in one batched
 
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from implicitbias.data import ChistikovFamily, Orthogonal, TeacherNeuron, TwoTea
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
+from implicitbias.experiments.figures import write_csv as _write_csv
 from implicitbias.losses import Loss
 from implicitbias.metrics.plateau import plateau_exit_time
 from implicitbias.models import TwoLayer
@@ -58,15 +58,6 @@ def _theorem7(**fields):
 def _fmt_lambda(lam: float) -> str:
     k = np.log(lam) / np.log(4.0)
     return f"4^{k:.0f}" if abs(k - round(k)) < 1e-9 else f"{lam:.3g}"
-
-
-def _write_csv(path: Path, header: list[str], rows: list[list]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-    return path
 
 
 # -- Figure 1: max angle between active neurons against lambda ----------------------------------------------

@@ -51,3 +51,23 @@ def finish(ax, title: str):
     handles, labels = ax.get_legend_handles_labels()
     if labels:
         ax.legend(fontsize=7)
+
+
+def write_csv(path, header: list[str], rows: list[list]):
+    """The numbers behind a figure as CSV: a header row, then the rows (the folder is created)."""
+    import csv
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def write_dict_csv(path, rows: list[dict]):
+    """`write_csv` of rows given as dicts with the same keys (the header is the first row's keys)."""
+    header = list(rows[0])
+    return write_csv(path, header, [[row[k] for k in header] for row in rows])

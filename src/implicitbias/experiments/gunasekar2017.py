@@ -10,7 +10,6 @@ trains when alpha <= 0 or the factorisation's size does not match the matrix.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from implicitbias.data import MatrixSensing
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
+from implicitbias.experiments.figures import write_csv as _write_csv
 from implicitbias.losses import Loss
 from implicitbias.models import MatrixFactorization
 from implicitbias.theorems.base import RunContext
@@ -53,15 +53,6 @@ class FactorizationExperiment(Experiment):
         for spec in runs:
             check_factorization_run(spec)
         return runs
-
-
-def _write_csv(path: Path, header: list[str], rows: list[list]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-    return path
 
 
 def _rows(cell) -> list[list]:

@@ -11,7 +11,6 @@ interpolator, which recovers the sparse teacher.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ from implicitbias.data import SparseRegression
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
+from implicitbias.experiments.figures import write_dict_csv as _write_csv
 from implicitbias.losses import Loss
 from implicitbias.models import Linear
 from implicitbias.reference import min_l1_interpolator, min_l2_interpolator
@@ -134,15 +134,6 @@ def _fig_limits(results):
 
 
 # -- tables -----------------------------------------------------------------------------------------------
-def _write_csv(path: Path, rows: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
 def _tables(results, out_dir) -> list[Path]:
     conv = []
     for cell, r, spec, _, _, _, limit in _runs(results):

@@ -9,7 +9,6 @@ instance whose limit is not the minimum-norm solution.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ from implicitbias.data import NeuronTeacher
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
+from implicitbias.experiments.figures import write_csv as _write_csv
 from implicitbias.losses import Loss
 from implicitbias.models import SingleNeuron
 from implicitbias.theorems.base import RunContext, compare
@@ -34,15 +34,6 @@ MIN_SEEDS = 100
 
 def _cell(results, part):
     return next((c for c in results.cells if c.spec.part == part), None)
-
-
-def _write_csv(path: Path, header: list[str], rows: list[list]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-    return path
 
 
 def _theorems(cell):

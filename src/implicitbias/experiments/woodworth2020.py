@@ -11,7 +11,6 @@ flow with the hyperbolic-entropy potential (Sec. 4).
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from implicitbias.data import SparseRegression
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
+from implicitbias.experiments.figures import write_dict_csv as _write_csv
 from implicitbias.losses import Loss
 from implicitbias.models import DiagonalLinear
 from implicitbias.theorems.base import RunContext, compare
@@ -165,15 +165,6 @@ def _mirror_figure(results):
 
 
 # -- tables and claims ------------------------------------------------------------------------------------
-def _write_csv(path: Path, rows: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
 def _tables(results, out_dir):
     from implicitbias.theorems.diagonal import mirror_flow_comparison
 
