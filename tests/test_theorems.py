@@ -183,8 +183,9 @@ def _kou_cell(loss, t, activation="leaky_relu", srank=1.02):
     a = np.concatenate([np.ones(4), -np.ones(4)]) / 4
     metrics = {"loss": loss, "W.frobenius": np.log(t), "W.stable_rank": np.full(t.size, srank),
                "margin_spread": np.full(t.size, 1.01)}
-    W = np.zeros((1, 8, 20_000))
-    return _cell(metrics, _data(), model, W=W, a=a[None], time=t)
+    data = _data()
+    W = 5.0 * np.sign(a)[None, :, None] * max_margin_svm(data.X, data.y).w[None, None, :]
+    return _cell(metrics, data, model, W=W, a=a[None], time=t)
 
 
 def test_kou_slopes_on_synthetic_curves():
@@ -192,9 +193,12 @@ def test_kou_slopes_on_synthetic_curves():
     verdicts = KouTheorem().check(_kou_cell(1.0 / t, t))
     assert _outcomes(verdicts) == ["holds"] * len(verdicts), "\n".join(v.line() for v in verdicts)
     slow = KouTheorem().predictions(_kou_cell(t**-0.5, t))
-    assert slow[3].outcome == "fails" and "slope -0.5" in slow[3].note
-    relu = KouTheorem().predictions(_kou_cell(1.0 / t, t, activation="relu", srank=2.0))
+    assert slow[2].outcome == "fails" and "fitted -0.5 " in slow[2].note
+    relu = KouTheorem().predictions(_kou_cell(1.0 / t, t, activation="relu", srank=1.02))
     assert relu[0].statement.startswith("ReLU") and relu[0].outcome == "holds"
+    # negative control: a stable rank that stays at 2.5 above the limit structure's (about 2 for ReLU)
+    stuck = KouTheorem().predictions(_kou_cell(1.0 / t, t, activation="relu", srank=2.5))
+    assert stuck[0].outcome == "fails" and stuck[0].measured == pytest.approx(2.5)
 
 
 # -- Lyu & Li 2020 -------------------------------------------------------------------------------------
