@@ -81,14 +81,27 @@ def _angle_medians(cell, metric: str):
     return by_lambda(cell.results, _final_angles(cell, metric))
 
 
+def _per_trial(cell, metric: str) -> dict[float, dict[int, float]]:
+    """{lambda: {trial: final value}} of a cell."""
+    values, out = _final_angles(cell, metric), {}
+    for r, spec in enumerate(cell.runs):
+        out.setdefault(spec.init_scale, {})[spec.trial] = float(values[r])
+    return out
+
+
 def _fig1(results):
     schemes = _by_scheme(results)
     fig, axes = panels(len(schemes))
     for ax, (scheme, cells) in zip(axes, schemes.items()):
-        for cell in cells:
+        for n, cell in enumerate(cells):
             lam, med = _angle_medians(cell, "max_angle")
             ok = med > 0
             line = ax.plot(lam[ok], med[ok], marker="o", ms=3, label=f"d = {cell.spec.data.d}")[0]
+            # every trial, beside its median (shifted right by a factor that separates the d's)
+            each = np.asarray(_final_angles(cell, "max_angle"), dtype=float)
+            keep = each > 0
+            ax.plot(lambdas(cell.results)[keep] * 1.12 ** (n + 1), each[keep], ".", ms=2.5, alpha=0.3,
+                    color=line.get_color())
             lam, med = _angle_medians(cell, WEIGHTED)
             ok = med > 0
             ax.plot(lam[ok], med[ok], "--", color=line.get_color(), lw=0.9)
@@ -97,10 +110,10 @@ def _fig1(results):
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("initialisation scale lambda")
-        ax.set_ylabel("median max angle (rad)")
+        ax.set_ylabel("max angle (rad): median and every trial")
         ax.grid(True, which="both", alpha=0.3)
-        finish(ax, f"{scheme} data, m = {cells[0].spec.model.width}, {cells[0].trials} trials, "
-                   f"{cells[0].spec.method.kind}\nsolid: active neurons; dashed: those carrying weight")
+        finish(ax, f"{scheme} data, m = {cells[0].spec.model.width}, {cells[0].trials} trials (dots), "
+                   f"{cells[0].spec.method.kind}\nsolid: median over active neurons; dashed: those carrying weight")
     return fig
 
 
@@ -111,10 +124,14 @@ def _fig1_tables(results, out_dir):
         for metric, name in (("max_angle", "max_angle"), (WEIGHTED, WEIGHTED), ("mean_angle", "mean_angle"),
                              ("W.nuclear", "nuclear_norm")):
             cols = {cell.spec.data.d: dict(zip(*_angle_medians(cell, metric))) for cell in cells}
+            trials = {cell.spec.data.d: _per_trial(cell, metric) for cell in cells}
             grid = sorted({lam for c in cols.values() for lam in c}, reverse=True)
-            rows = [[f"{lam:.10g}"] + [f"{cols[d].get(lam, np.nan):.10g}" for d in cols] for lam in grid]
+            each = [(d, t) for d in cols for t in sorted({t for v in trials[d].values() for t in v})]
+            rows = [[f"{lam:.10g}"] + [f"{cols[d].get(lam, np.nan):.10g}" for d in cols]
+                    + [f"{trials[d].get(lam, {}).get(t, np.nan):.10g}" for d, t in each] for lam in grid]
             path = out_dir / f"fig1_{scheme}_{name}.csv"
-            written.append(_write_csv(path, ["lambda"] + [f"d={d}" for d in cols], rows))
+            written.append(_write_csv(path, ["lambda"] + [f"d={d}" for d in cols]
+                                      + [f"d={d} trial={t}" for d, t in each], rows))
     return written
 
 
@@ -141,7 +158,8 @@ FIG1 = Experiment(
     summary="Teacher-neuron regression with a one-hidden-layer ReLU network (m = 200, both layers trained) "
             "from a balanced init of scale lambda, trained by gradient flow to loss < 1e-9 or t = 2e5: the "
             "largest angle between active neurons at the end of training decreases with lambda, about "
-            "proportionally. One curve per d, centred and uncentred data (medians over 5 trials), all "
+            "proportionally. One curve per d, centred and uncentred data (medians over 5 trials, the paper's "
+            "number; `--set trials=N` for more; every trial's value is drawn beside the median), all "
             "lambdas of a trial in one batched call. Also shown: the max angle between the active neurons that "
             "carry weight (|a_j| ||w_j|| >= 1e-6 of the total): a neuron can stay active at size ~ lambda "
             "without aligning (it vanishes as lambda -> 0), and such neurons set the recorded max angle in many "
@@ -163,8 +181,9 @@ FIG1 = Experiment(
                     "init_scale": [4.0**-4, 4.0**-6, 4.0**-8, 4.0**-10]}},
     figures=(Figure("fig1_max_angle",
                     "Median (over trials) of the largest angle between active neurons at the end of training "
-                    "against lambda, one curve per d (dashed: the neurons carrying weight); left centred, "
-                    "right uncentred data; the dotted line has slope 1.", _fig1),),
+                    "against lambda, one curve per d (dashed: the neurons carrying weight), every trial's value "
+                    "as a faint dot beside the median; left centred, right uncentred data; the dotted line has "
+                    "slope 1.", _fig1),),
     theorems=_theorem7(),
     claims=_fig1_claims,
     tables=_fig1_tables,

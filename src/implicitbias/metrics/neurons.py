@@ -3,7 +3,8 @@
 `weighted_max_angle` is the largest angle between active neurons that carry weight (Chistikov et al.
 2023, Figure 1 read on the neurons that matter): neuron j is active when <w_j, x_i> > 0 for some
 training input, and carries weight when |a_j| ||w_j|| >= rel x sum_k |a_k| ||w_k||.  Angles are
-2 atan2(||u - v||, ||u + v||) of the unit vectors, accurate down to 1e-8 rad.
+2 atan2(||u - v||, ||u + v||) of the unit vectors, accurate down to 1e-8 rad (`angles_to`, the host-side
+counterpart of `implicitbias.metrics.angles.angle_between`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,21 @@ import numpy as np
 
 #: the share of sum_k |a_k| ||w_k|| below which a neuron is said to carry no weight
 WEIGHT_REL = 1e-6
+
+
+def angles_to(U, v) -> np.ndarray:
+    """The angle (rad) between each row of U and the vector v, as 2 atan2(||u_hat - v_hat||, ||u_hat + v_hat||);
+    NaN for a zero row, or for every row when v = 0."""
+    U = np.asarray(U, dtype=np.float64)
+    v = np.asarray(v, dtype=np.float64).reshape(-1)
+    norms, v_norm = np.linalg.norm(U, axis=1), np.linalg.norm(v)
+    if v_norm == 0:
+        return np.full(U.shape[0], np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        unit = U / norms[:, None]
+    v = v / v_norm
+    out = 2.0 * np.arctan2(np.linalg.norm(unit - v, axis=1), np.linalg.norm(unit + v, axis=1))
+    return np.where(norms > 0, out, np.nan)
 
 
 def weighted_max_angle(W, a, X, rel: float = WEIGHT_REL) -> float:

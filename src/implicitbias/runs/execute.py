@@ -15,7 +15,7 @@ import numpy as np
 import xarray as xr
 
 from implicitbias.data import Dataset, make_dataset
-from implicitbias.metrics.final import final_metrics_of
+from implicitbias.metrics.final import final_variables
 from implicitbias.runs.spec import RESULTS_FORMAT, RunSpec
 
 
@@ -78,8 +78,8 @@ def train_group(runs: Sequence[RunSpec], progress: bool = False) -> list[xr.Data
     batch_coords = [c for c in ds.coords if "run" in ds[c].dims and c != "run"]
     for i, spec in enumerate(runs):
         one = _own_checkpoints(ds.isel(run=[i]).drop_vars(batch_coords).assign_coords(run=[0]))
-        for name, value in final_metrics_of(spec.model, one, data[i]).items():
-            one[name] = (("run",), value)
+        for name, variable in final_variables(spec, one, data[i]).items():
+            one[name] = variable
         one.attrs = {"spec": spec.to_json(), "key": spec.key(), "format": RESULTS_FORMAT, "wall_time_s": wall,
                      "group_size": len(runs), "version": ds.attrs.get("version", "")}
         out.append(one)

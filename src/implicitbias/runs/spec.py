@@ -63,8 +63,12 @@ class RunSpec(Spec):
 
     # -- identity -----------------------------------------------------------------------------------
     def key(self) -> str:
-        """The run's identity: a hash of its content and of `RESULTS_FORMAT`."""
-        return _digest({"format": RESULTS_FORMAT, **self.model_dump(mode="json")})
+        """The run's identity: a hash of its content and of `RESULTS_FORMAT`.  `method.dtype` enters only when
+        it is not the default float64, so runs stored before the field existed keep their identity."""
+        dump = self.model_dump(mode="json")
+        if dump["method"].get("dtype") == "float64":
+            dump["method"].pop("dtype")
+        return _digest({"format": RESULTS_FORMAT, **dump})
 
     def data_key(self) -> str:
         """The identity of the run's training/test data (generator spec and seed)."""

@@ -8,6 +8,9 @@ as in optax), the data a step sees (`method.minibatch`) and whether that data is
 converges (full-batch loss < tol) or diverges.  Under `vmap` the loop runs while any member is
 running, and a member that has stopped keeps its state unchanged.
 
+Precision: with `method.dtype` = float32 the parameters, the data, the optimizer's hyper-parameters and every
+step are float32 (as in PyTorch, the papers' code bases); the loss is carried through the loop in float64 bits.
+
 Divergence: when the loss at the current parameters is non-finite or exceeds
 `divergence_factor` x the initial loss, or the update is longer than `divergence_factor` x
 max(||theta||, 1), the member is reset to its previous (finite) parameters and marked DIVERGED with
@@ -48,9 +51,16 @@ def _two_norms(a, b):
     return jnp.sqrt(sum_a), jnp.sqrt(sum_b)
 
 
+def _as(dtype, tree):
+    """The floating-point leaves of a pytree cast to `dtype` (integer leaves, e.g. seeds, unchanged)."""
+    return jax.tree_util.tree_map(
+        lambda a: jnp.asarray(a).astype(dtype) if jnp.issubdtype(jnp.asarray(a).dtype, jnp.floating) else a, tree)
+
+
 def make_discrete(problem: Problem, method, stop: Stop, n: int):
     """(init_carry, advance) for one member of a `DiscreteMethod`; the caller vmaps and jits them."""
     stochastic = method.stochastic
+    dtype = jnp.dtype(method.dtype)
     check_tol = stop.loss_tol > 0 and not stochastic
 
     def threshold(c):
@@ -60,8 +70,9 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
         return optax.with_extra_args_support(method.optimizer(hp))
 
     def init_carry(hp, theta, const, X, y):
-        loss0 = problem.risk(hp, theta, const, X, y)
         limit = jnp.iinfo(jnp.int64).max if stop.max_time is None else jnp.floor(stop.max_time / hp["lr"])
+        hp, theta, const, X, y = _as(dtype, (hp, theta, const, X, y))
+        loss0 = problem.risk(hp, theta, const, X, y)
         return {
             "theta": theta,
             "theta_prev": theta,
@@ -75,6 +86,7 @@ def make_discrete(problem: Problem, method, stop: Stop, n: int):
         }
 
     def advance(carry, target, hp, const, X, y):
+        hp, const, X, y = _as(dtype, (hp, const, X, y))
         opt = optimizer(hp)
         value_and_grad = jax.value_and_grad(lambda th, Xb, yb: problem.risk(hp, th, const, Xb, yb))
         # loop invariants, out of the loop state

@@ -52,5 +52,5 @@ def recompute(ds: xr.Dataset, spec, data) -> dict[str, np.ndarray]:
         hp_np = {"seed": np.asarray([spec.seed])}
         const_np = {k: np.asarray(v)[None] for k, v in const.items()}
         out.update(recorder.kkt_host(hp_np, last, const_np, np.asarray(data.X), np.asarray(data.y)))
-    out.update(final_metrics_of(spec.model, ds, data))
+    out.update(final_metrics_of(spec, ds, data))
     return out

@@ -10,6 +10,8 @@
   GD step k is t = lr k, so that discrete and continuous methods share one axis);
 - `failure_time(carry, hp)`: the time at which a failed member failed (for its message);
 - `check_data(n)`: refuse settings that do not fit the data before anything compiles;
+- `dtype`: the floating-point type a step computes in (float64 by default; the discrete methods also take
+  float32, with the parameters stored as float32; gradient flow is float64 only);
 
 and it declares `traced_fields` (spec fields that may differ between members of one compiled call;
 their per-member values travel in `hp` under the same names) and `is_adaptive` (members move at their
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 import pydantic
@@ -42,6 +44,10 @@ class Method(Spec, abc.ABC):
     traced_fields: ClassVar[tuple[str, ...]] = ()
     #: members advance at their own pace (adaptive steps): regroup running members, one run per call
     is_adaptive: ClassVar[bool] = False
+
+    #: the floating-point type of the parameters, the data and the arithmetic of a step (float32: PyTorch's
+    #: default, in which the papers' own code bases trained); metrics are recorded in float64 either way
+    dtype: Literal["float32", "float64"] = "float64"
 
     @abc.abstractmethod
     def checkpoint_grid(self, checkpoints: int | Sequence[float], stop) -> np.ndarray:

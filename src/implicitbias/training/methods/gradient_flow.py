@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 import pydantic
+import pydantic_core
 
 from implicitbias.training import checkpoints as _checkpoints
 from implicitbias.training.methods.base import Method
@@ -37,6 +38,16 @@ class GradientFlow(Method):
     clock: Literal["time", "loss"] = "time"
 
     is_adaptive: ClassVar[bool] = True
+
+    @pydantic.field_validator("dtype")
+    @classmethod
+    def _float64_only(cls, dtype: str) -> str:
+        if dtype != "float64":
+            raise pydantic_core.PydanticCustomError(
+                "float64_only",
+                "float64 for gradient flow (float32 is for the discrete methods gd, sgd, normalized_gd, mirror)",
+            )
+        return dtype
 
     def checkpoint_grid(self, checkpoints, stop) -> np.ndarray:
         return _checkpoints.time_grid(checkpoints, stop.max_time, self.dt0)

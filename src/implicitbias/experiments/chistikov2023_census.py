@@ -1,0 +1,299 @@
+"""Chistikov et al. 2023, Figure 1 beyond medians of five: the distribution over 50 trials of the max angle
+between active neurons, and a census of the active neurons that are not aligned with the bundle
+(`implicitbias.metrics.census`, stored with every run), split by the proofs' angle condition (pi/4).
+
+`chistikov2023-fig1-census`: gradient flow, as Figure 1 (`chistikov2023-fig1`), 50 trials, d in {4, 16, 64},
+both schemes, lambda in {4^-4, 4^-7, 4^-10, 4^-13}. `chistikov2023-census-dtype`: the paper's GD (lr 0.01) in
+float32 (PyTorch's default) and float64 from the same inits, to rule a precision effect in or out.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from implicitbias.data import TeacherNeuron
+from implicitbias.experiments.base import Experiment, Figure
+from implicitbias.experiments.chistikov2023 import GF, NET, SQUARE, STOP, WEIGHTED
+from implicitbias.experiments.config import ExperimentConfig
+from implicitbias.experiments.figures import write_dict_csv
+from implicitbias.metrics.census import ALIGN_C, UNALIGNED, stored_census
+from implicitbias.reports.plotting import new_figure
+from implicitbias.theorems.census import CensusTheorem7
+from implicitbias.theorems.fitting import final
+from implicitbias.training.methods import GD
+
+CENSUS_LAMBDAS = [4.0**-4, 4.0**-7, 4.0**-10, 4.0**-13]
+KINDS = ("unaligned", "unaligned_negative", "unaligned_positive")
+
+
+def _fmt_lambda(lam: float) -> str:
+    k = math.log(lam) / math.log(4.0)
+    return f"4^{k:.0f}" if abs(k - round(k)) < 1e-9 else f"{lam:.3g}"
+
+
+# -- the census of every run, as rows -----------------------------------------------------------------------
+def census_rows(results) -> tuple[list[dict], list[dict]]:
+    """(one row per run, one row per unaligned neuron) of the finished runs, sorted by scheme, d, lambda
+    (largest first), dtype and trial."""
+    runs, neurons = [], []
+    bad = set(results.failed)
+    order = sorted((i for i in range(len(results.runs)) if i not in bad), key=lambda i: _sort_key(results.runs[i]))
+    for i in order:
+        spec, ds, data = results.runs[i], results.arrays[i], results.data_of(i)
+        c = stored_census(ds, spec, data)
+        head = {"scheme": spec.data.scheme, "d": spec.data.d, "lambda": spec.init_scale,
+                "method": spec.method.kind, "dtype": spec.method.dtype, "trial": spec.trial}
+        unaligned = np.flatnonzero(c["census.class"] == UNALIGNED)
+        neg = unaligned[c["census.sign"][unaligned] < 0]
+        pos = unaligned[c["census.sign"][unaligned] > 0]
+        runs.append({
+            **head,
+            "data_max_angle": float(c["census.data_max_angle"]),
+            "meets_pi4": bool(c["census.data_max_angle"] < math.pi / 4),
+            **{k: int(c[f"census.{k}"]) for k in ("active", "aligned", *KINDS)},
+            "unaligned_share": float(c["census.unaligned_share"]),
+            "bundle_growth": float(c["census.bundle_growth"]),
+            "max_angle": float(final(ds, "max_angle")[0]),
+            WEIGHTED: float(ds[WEIGHTED].values[0]) if WEIGHTED in ds else math.nan,
+            "negative_max_points": int(np.max(c["census.n_points"][neg], initial=0)),
+            "negative_min_label": float(np.min(c["census.min_label"][neg], initial=math.inf)),
+            "negative_max_growth": float(np.max(c["census.growth"][neg], initial=0.0)),
+            "positive_min_points": int(np.min(c["census.n_points"][pos], initial=data.n)),
+            "positive_max_growth": float(np.max(c["census.growth"][pos], initial=0.0)),
+            "final_loss": float(final(ds, "loss")[0]),
+        })
+        for j in unaligned:
+            on = np.flatnonzero(c["census.active_on"][j])
+            neurons.append({
+                **head, "neuron": int(j), "sign": int(c["census.sign"][j]), "angle_to_bundle": float(c["census.angle"][j]),
+                "growth": float(c["census.growth"][j]), "share": float(c["census.share"][j]), "n_points": on.size,
+                "points": ";".join(str(k) for k in on),
+                "labels": ";".join(f"{c['census.point_label'][k]:.4g}" for k in on),
+                "point_angles_to_v_star": ";".join(f"{c['census.point_angle'][k]:.4g}" for k in on),
+            })
+    return runs, neurons
+
+
+def _sort_key(spec):
+    return (spec.data.scheme, spec.data.d, -spec.init_scale, spec.method.dtype, spec.trial)
+
+
+def fractions(rows: list[dict]) -> list[dict]:
+    """Per (scheme, d, dtype, lambda): how many trials, the fraction with each kind of unaligned neuron, split
+    by the pi/4 condition, and the median and quartiles of the max angle between active neurons."""
+    cells: dict[tuple, list[dict]] = {}
+    for row in rows:
+        cells.setdefault((row["scheme"], row["d"], row["dtype"], row["lambda"]), []).append(row)
+    out = []
+    for (scheme, d, dtype, lam), members in cells.items():
+        row = {"scheme": scheme, "d": d, "dtype": dtype, "lambda": lam, "trials": len(members)}
+        for k in KINDS:
+            row[f"frac_{k}"] = float(np.mean([m[k] > 0 for m in members]))
+        for name, want in (("pi4", True), ("beyond_pi4", False)):
+            part = [m for m in members if m["meets_pi4"] == want]
+            row[f"trials_{name}"] = len(part)
+            for k in KINDS:
+                row[f"frac_{k}_{name}"] = float(np.mean([m[k] > 0 for m in part])) if part else math.nan
+        angles = np.array([m["max_angle"] for m in members])
+        row["max_angle_q25"], row["max_angle_median"], row["max_angle_q75"] = np.quantile(angles, [0.25, 0.5, 0.75])
+        out.append(row)
+    return out
+
+
+# -- figures ------------------------------------------------------------------------------------------------
+def _fraction_figure(results):
+    table = fractions(census_rows(results)[0])
+    schemes = sorted({r["scheme"] for r in table})
+    fig, axes = new_figure(len(schemes), 1, title=f"trials with active neurons not aligned with the bundle "
+                                                  f"(angle > {ALIGN_C:g} lambda)")
+    axes = np.atleast_1d(axes)
+    styles = {"unaligned": ("-", "any"), "unaligned_negative": ("--", "negative sign"),
+              "unaligned_positive": (":", "positive sign")}
+    for ax, scheme in zip(axes, schemes):
+        lines = sorted({(r["d"], r["dtype"]) for r in table if r["scheme"] == scheme})
+        several = len({dtype for _, dtype in lines}) > 1
+        for n, (d, dtype) in enumerate(lines):
+            rows = sorted((r for r in table if r["scheme"] == scheme and (r["d"], r["dtype"]) == (d, dtype)),
+                          key=lambda r: r["lambda"])
+            lam = [r["lambda"] for r in rows]
+            name = f"d = {d}" + (f", {dtype}" if several else "")
+            for k, (style, what) in styles.items():
+                ax.plot(lam, [r[f"frac_{k}"] for r in rows], style, marker="o" if k == "unaligned" else None, ms=3,
+                        color=f"C{n}", label=f"{name}, {what}" if k == "unaligned" or n == 0 else None)
+        ax.set_xscale("log")
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xlabel("initialisation scale lambda")
+        ax.set_ylabel("fraction of trials")
+        ax.set_title(f"{scheme} data ({rows[0]['trials']} trials a point); solid: any, dashed: negative sign, "
+                     "dotted: positive sign", fontsize=8)
+        ax.legend(fontsize=6)
+    return fig
+
+
+def _histogram_figure(results):
+    rows = census_rows(results)[0]
+    ds_, lams = sorted({r["d"] for r in rows}), sorted({r["lambda"] for r in rows}, reverse=True)
+    fig, axes = new_figure(len(lams), len(ds_), width=2.6 * len(lams), height=2.0 * len(ds_),
+                           title="max angle between active neurons at the end of training (rad), over trials")
+    axes = np.atleast_1d(axes).reshape(len(ds_), len(lams))
+    bins = np.logspace(-10, math.log10(math.pi), 41)
+    for a, d in enumerate(ds_):
+        for b, lam in enumerate(lams):
+            ax = axes[a, b]
+            for n, scheme in enumerate(sorted({r["scheme"] for r in rows})):
+                values = [max(r["max_angle"], 1e-10) for r in rows if r["d"] == d and r["lambda"] == lam
+                          and r["scheme"] == scheme]
+                ax.hist(values, bins=bins, color=f"C{n}", alpha=0.55, label=scheme)
+            ax.axvline(ALIGN_C * lam, color="k", ls=":", lw=0.8)
+            ax.set_xscale("log")
+            ax.set_title(f"d = {d}, lambda = {_fmt_lambda(lam)}", fontsize=8)
+            if a == len(ds_) - 1:
+                ax.set_xlabel("max angle (rad); dotted: c lambda")
+            if b == 0:
+                ax.set_ylabel("trials")
+    axes[0, 0].legend(fontsize=6)
+    return fig
+
+
+def _pi4_figure(results):
+    table = fractions(census_rows(results)[0])
+    schemes = sorted({r["scheme"] for r in table})
+    fig, axes = new_figure(len(schemes), 1, title="trials with unaligned active neurons, by the pi/4 condition")
+    for ax, scheme in zip(np.atleast_1d(axes), schemes):
+        for n, d in enumerate(sorted({r["d"] for r in table if r["scheme"] == scheme})):
+            rows = sorted((r for r in table if r["scheme"] == scheme and r["d"] == d), key=lambda r: r["lambda"])
+            lam = np.array([r["lambda"] for r in rows])
+            for name, style in (("pi4", "-o"), ("beyond_pi4", "--x")):
+                count = rows[0][f"trials_{name}"]
+                ax.plot(lam, [r[f"frac_unaligned_{name}"] for r in rows], style, ms=4, color=f"C{n}",
+                        label=f"d = {d}, {'all angles < pi/4' if name == 'pi4' else 'some angle >= pi/4'} "
+                              f"({count} trials)")
+        ax.set_xscale("log")
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xlabel("initialisation scale lambda")
+        ax.set_ylabel("fraction of trials with unaligned neurons")
+        ax.set_title(f"{scheme} data", fontsize=9)
+        ax.legend(fontsize=6)
+    return fig
+
+
+def _dtype_figure(results):
+    rows = census_rows(results)[0]
+    by = {(r["lambda"], r["trial"], r["dtype"]): r for r in rows}
+    fig, (left, right) = new_figure(2, 1, title="the paper's GD in float32 against float64, same data and init")
+    for n, lam in enumerate(sorted({r["lambda"] for r in rows}, reverse=True)):
+        pairs = [(by[(lam, t, "float64")], by[(lam, t, "float32")]) for (g, t, dt) in by
+                 if g == lam and dt == "float64" and (lam, t, "float32") in by]
+        if not pairs:
+            continue
+        label = f"lambda = {_fmt_lambda(lam)}"
+        left.plot([p[0]["max_angle"] for p in pairs], [p[1]["max_angle"] for p in pairs], "o", color=f"C{n}",
+                  ms=4, label=label)
+        right.plot([p[0]["unaligned"] for p in pairs], [p[1]["unaligned"] for p in pairs], "o", color=f"C{n}",
+                   ms=4, alpha=0.7, label=label)
+    for ax, what, log in ((left, "max angle between active neurons (rad)", True),
+                          (right, "unaligned active neurons", False)):
+        lo, hi = ax.get_xlim()
+        ax.plot([min(lo, ax.get_ylim()[0]), max(hi, ax.get_ylim()[1])],
+                [min(lo, ax.get_ylim()[0]), max(hi, ax.get_ylim()[1])], "k:", lw=0.8)
+        if log:
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+        ax.set_xlabel(f"float64: {what}")
+        ax.set_ylabel(f"float32: {what}")
+        ax.legend(fontsize=6)
+    return fig
+
+
+def _tables(results, out_dir):
+    runs, neurons = census_rows(results)
+    out_dir = Path(out_dir)
+    written = [write_dict_csv(out_dir / "census_runs.csv", runs), write_dict_csv(out_dir / "census_fraction.csv",
+                                                                                   fractions(runs))]
+    if neurons:
+        written.append(write_dict_csv(out_dir / "census_neurons.csv", neurons))
+    return written
+
+
+def _theorems(cell):
+    return [CensusTheorem7(subset="within"), CensusTheorem7(subset="beyond")]
+
+
+CENSUS = Experiment(
+    name="chistikov2023-fig1-census",
+    paper="Chistikov, Englert, Lazic 2023 (NeurIPS), Figure 1 (distribution over trials, census of neurons)",
+    systems=("S11",),
+    summary="Figure 1's setting (m = 200, gradient flow to loss < 1e-9 or t = 2e5) with 50 trials for d in {4, "
+            "16, 64}, centred and uncentred data, lambda in {4^-4, 4^-7, 4^-10, 4^-13}: the distribution over "
+            "trials of the max angle between active neurons, and a census of the active neurons at the end of "
+            f"every run (aligned: angle to the bundle <= {ALIGN_C:g} lambda; for each unaligned one its sign, "
+            "the training points it is active on, their labels and angles to v*, its growth ||w_j|| / lambda "
+            "and its share of sum |a_j| ||w_j||), split by the proofs' condition that every angle between v* "
+            "and a training point is < pi/4.",
+    config=ExperimentConfig(
+        model=NET,
+        data=TeacherNeuron(d=4, scheme="centred", n_test=64),
+        loss=SQUARE,
+        method=GF,
+        stop=STOP,
+        trials=50,
+        checkpoints=20,
+        kkt=False,
+        grid={"data.scheme": ["centred", "uncentred"], "data.d": [4, 16, 64], "init_scale": CENSUS_LAMBDAS},
+    ),
+    quick={"trials": 4, "checkpoints": 12, "model.width": 50,
+           "grid": {"data.scheme": ["centred", "uncentred"], "data.d": [4], "init_scale": CENSUS_LAMBDAS[:3]}},
+    figures=(Figure("census_fraction", "Fraction of trials with active neurons not aligned with the bundle, "
+                    "against lambda, per d (colour): any (solid), negative sign (dashed), positive sign "
+                    "(dotted); left centred, right uncentred data.", _fraction_figure),
+             Figure("census_max_angle_hist", "Histogram over trials of the max angle between active neurons, "
+                    "per (d, lambda) cell, both schemes; the dotted line is c lambda.", _histogram_figure),
+             Figure("census_pi4", "Fraction of trials with unaligned active neurons, split by whether every "
+                    "angle between v* and a training point is below pi/4 (the proofs' assumption).", _pi4_figure)),
+    theorems=_theorems,
+    tables=_tables,
+    runtime_quick="not measured",
+    runtime_full="not measured",
+    settings_source="The paper's Figure 1 settings (m = 200, balanced init, n = d, centred and uncentred data, "
+                    "loss < 1e-9 or t = 2e5) with gradient flow as in chistikov2023-fig1. Ours: 50 trials, "
+                    "d in {4, 16, 64}, four lambdas, 20 checkpoints, the census and its constant c. Quick: d = 4, "
+                    "m = 50, lambda = 4^-4, 4^-7, 4^-10, 4 trials.",
+)
+
+DTYPE = Experiment(
+    name="chistikov2023-census-dtype",
+    paper="Chistikov, Englert, Lazic 2023 (NeurIPS), Figure 1 under the paper's GD in float32 and float64",
+    systems=("S11",),
+    summary="The paper's code base was PyTorch (float32 by default). The paper's GD (lr 0.01, loss < 1e-9 or "
+            "2e7 steps) on centred data, d = 16, m = 200, in float32 and in float64 from the same data and "
+            "inits: max angle between active neurons and the census of unaligned neurons, per precision.",
+    config=ExperimentConfig(
+        model=NET,
+        data=TeacherNeuron(d=16, scheme="centred", n_test=64),
+        loss=SQUARE,
+        method=GD(lr=0.01),
+        stop=STOP,
+        trials=5,
+        checkpoints=20,
+        kkt=False,
+        grid={"method.dtype": ["float64", "float32"], "init_scale": [4.0**-7, 4.0**-10, 4.0**-13]},
+    ),
+    quick={"trials": 2, "checkpoints": 10, "model.width": 50, "data.d": 4, "method.lr": 0.05,
+           "grid": {"method.dtype": ["float64", "float32"], "init_scale": [4.0**-4, 4.0**-7]}},
+    figures=(Figure("census_dtype", "Per trial and lambda, float32 against float64 (same data and init): "
+                    "left the max angle between active neurons, right the number of unaligned active neurons; "
+                    "the dotted line is equality.", _dtype_figure),
+             Figure("census_fraction", "Fraction of trials with unaligned active neurons against lambda, per "
+                    "dtype.", _fraction_figure)),
+    tables=_tables,
+    runtime_quick="not measured",
+    runtime_full="not measured",
+    settings_source="The paper's GD (lr 0.01, loss < 1e-9 or 2e7 steps), m = 200, centred data, d = 16. Ours: 5 "
+                    "trials, lambda in {4^-7, 4^-10, 4^-13}, float32 against float64. Quick: d = 4, m = 50, "
+                    "lr 0.05, lambda = 4^-4, 4^-7, 2 trials.",
+)
+
+EXPERIMENTS = [CENSUS, DTYPE]

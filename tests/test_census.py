@@ -1,0 +1,134 @@
+"""The census of active neurons (Chistikov et al. 2023, S11): on a hand-built network, recomputed from a stored
+result, and the float32 discrete methods it is compared under."""
+
+import math
+
+import numpy as np
+import pytest
+
+from implicitbias._spec import ConfigError
+from implicitbias.data import TeacherNeuron
+from implicitbias.losses import Loss
+from implicitbias.metrics.census import ALIGNED, DIMS, INACTIVE, UNALIGNED, neuron_census, stored_census
+from implicitbias.models import TwoLayer
+from implicitbias.runs import RunSpec
+from implicitbias.runs.execute import train_group
+from implicitbias.runs.spec import RESULTS_FORMAT, _digest
+from implicitbias.storage.results import load, save
+from implicitbias.storage.store import data_from_xarray, data_to_xarray
+from implicitbias.theorems.base import RunContext
+from implicitbias.theorems.census import CensusTheorem7
+from implicitbias.training import GD, Stop
+from implicitbias.training.methods import GradientFlow
+from implicitbias.training.recompute import recompute
+
+NET = TwoLayer(width=12, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
+
+
+def _spec(**method) -> RunSpec:
+    return RunSpec(model=NET, data=TeacherNeuron(d=3, scheme="centred", n_test=8), loss=Loss(name="square"),
+                   method=GD(lr=0.05, **method), stop=Stop(loss_tol=1e-9, max_steps=3000), init_scale=4.0**-3,
+                   checkpoints=5, kkt=False)
+
+
+def _rotated(angle: float) -> np.ndarray:
+    """A unit vector at `angle` from e_1, in the (e_1, e_2) plane."""
+    return np.array([math.cos(angle), math.sin(angle), 0.0])
+
+
+def test_census_of_a_hand_built_network():
+    lam = 1e-3
+    v_star = np.array([1.0, 0.0, 0.0])
+    X = np.array([[1.0, 0.5, 0.0], [1.0, -0.5, 0.2], [0.05, 0.0, 1.0]])  # the last point nearly orthogonal to v*
+    y = np.maximum(X @ v_star, 0.0)
+    W = np.stack([
+        2.0 * _rotated(0.1 * lam),      # aligned (the bundle)
+        1.0 * _rotated(-0.1 * lam),     # aligned
+        3 * lam * _rotated(0.5),        # positive, 0.5 rad off: unaligned
+        0.07 * lam * np.array([-1.0, 0.0, 1.0]),  # negative sign, active on the third point only: unaligned
+        lam * np.array([-1.0, 0.0, -1.0]),        # inactive on every point
+    ])
+    a = np.array([2.0, 1.0, 3 * lam, -0.07 * lam * math.sqrt(2.0), lam * math.sqrt(2.0)])
+    c = neuron_census(W, a, X, y, v_star, lam)
+    assert set(c) == set(DIMS)
+    assert c["census.class"].tolist() == [ALIGNED, ALIGNED, UNALIGNED, UNALIGNED, INACTIVE]
+    assert (int(c["census.active"]), int(c["census.aligned"]), int(c["census.unaligned"])) == (4, 2, 2)
+    assert (int(c["census.unaligned_negative"]), int(c["census.unaligned_positive"])) == (1, 1)
+    assert c["census.n_points"].tolist() == [3, 3, 3, 1, 0]
+    assert c["census.active_on"][3].tolist() == [0, 0, 1]
+    assert c["census.min_label"][3] == pytest.approx(0.05) and np.isnan(c["census.min_label"][4])
+    assert c["census.sign"].tolist() == [1, 1, 1, -1, 1]
+    np.testing.assert_allclose(c["census.growth"], np.linalg.norm(W, axis=1) / lam)
+    weight = np.abs(a) * np.linalg.norm(W, axis=1)
+    assert float(c["census.unaligned_share"]) == pytest.approx(weight[2:4].sum() / weight.sum())
+    assert c["census.angle"][2] == pytest.approx(0.5, abs=1e-3)  # the bundle is within ~lambda of e_1
+    point_angles = np.arccos(X @ v_star / np.linalg.norm(X, axis=1))
+    np.testing.assert_allclose(c["census.point_angle"], point_angles, atol=1e-12)
+    assert float(c["census.data_max_angle"]) == pytest.approx(point_angles.max()) and point_angles.max() > math.pi / 4
+    assert c["census.max_point_angle"][3] == pytest.approx(point_angles[2])
+    # a larger c makes the positive straggler aligned; the negative neuron is ~2 rad off
+    loose = neuron_census(W, a, X, y, v_star, lam, c=600.0)
+    assert loose["census.class"].tolist() == [ALIGNED, ALIGNED, ALIGNED, UNALIGNED, INACTIVE]
+
+
+@pytest.fixture(scope="module")
+def trained():
+    spec = _spec()
+    (ds,) = train_group([spec])
+    return spec, ds
+
+
+def test_census_is_reproducible_from_the_stored_parameters_and_data(trained, tmp_path):
+    spec, ds = trained
+    from implicitbias.runs.execute import dataset_of
+
+    path = save(ds, tmp_path / "run.nc")
+    stored = load(path)
+    data = data_from_xarray(data_to_xarray(dataset_of(spec), spec))  # the data as stored beside the run
+    assert stored["census.active_on"].dims == ("run", "neuron", "point")
+    again = recompute(stored, spec, data)
+    for name in DIMS:
+        np.testing.assert_array_equal(again[name], stored[name].values, err_msg=name)
+    np.testing.assert_array_equal(stored_census(stored, spec, data)["census.class"], stored["census.class"].values[0])
+    assert int(stored["census.active"].values[0]) == int(np.sum(stored["census.class"].values[0] > 0))
+
+
+def test_census_theorem_splits_trials_by_the_pi4_condition(trained):
+    spec, ds = trained
+    from implicitbias.runs.execute import dataset_of
+
+    ctx = RunContext(runs=[spec], results=ds, data=[dataset_of(spec)])
+    angle = float(ds["census.data_max_angle"].values[0])
+    within, beyond = CensusTheorem7(subset="within").check(ctx), CensusTheorem7(subset="beyond").check(ctx)
+    inside = angle < math.pi / 4
+    assert within[0].outcome == ("holds" if inside else "not_evaluated")
+    assert beyond[0].outcome == ("not_evaluated" if inside else "fails")
+    if not inside:
+        assert all(v.outcome in ("outside_scope", "not_evaluated") for v in beyond if v.kind == "prediction")
+
+
+def test_float32_gd_runs_and_is_recorded_as_float32(trained):
+    spec64, ds64 = trained
+    spec = _spec(dtype="float32")
+    (ds,) = train_group([spec])
+    assert ds["theta.W"].dtype == np.float32 and ds["theta.a"].dtype == np.float32
+    assert ds64["theta.W"].dtype == np.float64
+    assert RunSpec.from_json(ds.attrs["spec"]).method.dtype == "float32"
+    loss = ds["loss"].values[0]
+    assert loss[-1] < 1e-2 * loss[0]
+    # the same init and data: float32 follows float64 closely on this short run
+    np.testing.assert_allclose(ds["theta.W"].values, ds64["theta.W"].values, rtol=1e-2, atol=1e-4)
+    assert "census.unaligned" in ds
+
+
+def test_dtype_field_keeps_float64_keys_and_gradient_flow_refuses_float32():
+    spec = _spec()
+    dump = spec.model_dump(mode="json")
+    dump["method"].pop("dtype")
+    assert spec.key() == _digest({"format": RESULTS_FORMAT, **dump})  # identity as before the field existed
+    assert _spec(dtype="float32").key() != spec.key()
+    assert _spec(dtype="float32").static_key() != spec.static_key()
+    with pytest.raises(ConfigError, match=r"method\.dtype = 'float32' is not allowed"):
+        RunSpec(model=NET, data=TeacherNeuron(d=3), loss=Loss(name="square"),
+                method={"kind": "gf", "dtype": "float32"})
+    assert GradientFlow().dtype == "float64"
