@@ -22,7 +22,8 @@ from implicitbias._spec import Spec
 
 Kind = Literal["assumption", "prediction"]
 #: holds / fails: evaluated; outside_scope: a prediction whose theorem's assumptions are not met;
-#: not_evaluated: the quantity is undefined on this run (e.g. margins not yet positive)
+#: not_evaluated: the quantity is undefined on this run (e.g. margins not yet positive) or a fit cannot decide
+#: (inconclusive); a not_evaluated verdict always says why in its note
 Outcome = Literal["holds", "fails", "outside_scope", "not_evaluated"]
 
 RELATIONS = {
@@ -43,6 +44,11 @@ class Verdict:
     bound: float | None
     outcome: Outcome
     note: str = ""
+
+    def __post_init__(self):
+        if self.outcome == "not_evaluated" and not self.note.strip():
+            raise ValueError(f"{self.theorem}: the not_evaluated verdict '{self.statement}' must say why in its note "
+                             "(e.g. 'measured value is NaN: <what>')")
 
     @property
     def passed(self) -> bool:
@@ -71,10 +77,20 @@ def _fmt(v) -> str:
     return f"{v:.4g}"
 
 
+def _undefined(what: str, value) -> str:
+    if value is None:
+        return f"{what} not available"
+    value = float(value)
+    return "" if math.isfinite(value) else f"{what} is {'NaN' if math.isnan(value) else 'infinite'}"
+
+
 def compare(theorem: str, kind: Kind, statement: str, measured, relation: str, bound, note: str = "") -> Verdict:
-    """A verdict from `measured relation bound`; NaN or None measurements are `not_evaluated`."""
-    if measured is None or bound is None or not math.isfinite(float(measured)) or not math.isfinite(float(bound)):
+    """A verdict from `measured relation bound`; a None, NaN or infinite measurement or bound is
+    `not_evaluated`, and the note then starts with the reason ("measured value is NaN: <note>")."""
+    reason = "; ".join(r for r in (_undefined("measured value", measured), _undefined("bound", bound)) if r)
+    if reason:
         outcome: Outcome = "not_evaluated"
+        note = f"{reason}: {note}" if note else reason
     else:
         outcome = "holds" if RELATIONS[relation](float(measured), float(bound)) else "fails"
     m = None if measured is None else float(measured)

@@ -4,6 +4,10 @@ A cell's results are an `xarray.Dataset` over (run, checkpoint) (see `implicitbi
 
 - `fitted_slope(x, y)`: least-squares slope and R^2, e.g. ||W||_F against log t, or log L against log t
   (Kou et al. 2023, S3: ||W||_F = Theta(log t) and L = Theta(1/t) appear as a slope > 0 and a slope -1);
+- `linear_fit(x, y)`: the same line with the standard error of its slope, and `rate_verdict`: a fitted
+  exponent judged against the predicted one and its nearest wrong competitors (a rate reading of an
+  asymptotic claim: holds when the exponent's confidence interval lies nearer the prediction than any
+  competitor, fails when it lies nearer a competitor, not_evaluated (inconclusive) when it straddles);
 - `late_window(time)`: the late checkpoints of one run, where the asymptotic rates are fitted;
 - `curve`, `final`, `initial`: a metric over (run, checkpoint), its last finite value, its first value;
 - `over_runs`: the verdict on the worst run of a cell (every theorem reports the worst case over runs);
@@ -42,6 +46,99 @@ def fitted_slope(x, y) -> tuple[float, float]:
     ss_tot = float(yc @ yc)
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
     return slope, r2
+
+
+@dataclasses.dataclass(frozen=True)
+class LineFit:
+    """y ~ slope x + intercept by least squares over `n` finite pairs (with `groups` > 1: one intercept per
+    group, a common slope); `se` is the standard error of the slope, sqrt(SS_res / dof / sum (x - group
+    mean of x)^2) with dof = n - groups - 1 residual degrees of freedom (nan when dof < 1)."""
+
+    slope: float
+    intercept: float
+    se: float
+    r2: float
+    n: int
+    groups: int = 1
+
+    @property
+    def dof(self) -> int:
+        return self.n - self.groups - 1
+
+    def interval(self, level: float = 0.95) -> tuple[float, float]:
+        """The two-sided `level` confidence interval of the slope (Student t with `dof` degrees of freedom);
+        (nan, nan) when the standard error is undefined."""
+        if self.dof < 1 or not math.isfinite(self.se):
+            return math.nan, math.nan
+        import scipy.stats
+
+        half = float(scipy.stats.t.ppf(0.5 + level / 2.0, self.dof)) * self.se
+        return self.slope - half, self.slope + half
+
+
+def linear_fit(x, y, groups=None) -> LineFit:
+    """Least-squares line through the finite pairs of (x, y) with the standard error of its slope. With
+    `groups` (a label per pair, e.g. the trial), each group has its own intercept and the slope is common:
+    x and y are centred within each group (the intercept is then the mean of the group intercepts)."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    y = np.asarray(y, dtype=np.float64).ravel()
+    g = np.zeros(x.shape, dtype=np.int64) if groups is None else np.unique(np.asarray(groups).ravel(),
+                                                                           return_inverse=True)[1]
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y, g = x[ok], y[ok], g[ok]
+    labels = np.unique(g)
+    xc, yc = x.copy(), y.copy()
+    for k in labels:
+        xc[g == k] -= x[g == k].mean()
+        yc[g == k] -= y[g == k].mean()
+    sxx = float(xc @ xc)
+    if x.size < 2 or sxx == 0:
+        return LineFit(math.nan, math.nan, math.nan, math.nan, int(x.size), int(labels.size))
+    slope = float(xc @ yc / sxx)
+    intercept = float(np.mean([y[g == k].mean() - slope * x[g == k].mean() for k in labels]))
+    res = yc - slope * xc
+    ss_res, ss_tot = float(res @ res), float(yc @ yc)
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
+    dof = x.size - labels.size - 1
+    se = math.sqrt(ss_res / dof / sxx) if dof >= 1 else math.nan
+    return LineFit(slope, intercept, se, r2, int(x.size), int(labels.size))
+
+
+def rate_verdict(theorem: str, statement: str, fit: LineFit, predicted: float, competitors: Sequence[float],
+                 *, level: float = 0.95, note: str = "") -> Verdict:
+    """A fitted exponent (the slope of `fit`) against the `predicted` one and its wrong `competitors`.
+
+    The accepted interval runs between the midpoints from `predicted` to its nearest competitor below and
+    above (unbounded on a side without one): an exponent inside it is nearer the prediction than any
+    competitor. With the `level` confidence interval CI of the slope: holds if CI lies inside the accepted
+    interval, fails if CI lies outside it, not_evaluated (inconclusive: the fit cannot tell the prediction
+    from a competitor) if CI straddles an end, or if the slope or its standard error is undefined (with the
+    reason in the note). A fit without residual (SE = 0) has CI = {slope}."""
+    below = [c for c in competitors if c < predicted]
+    above = [c for c in competitors if c > predicted]
+    lo = (predicted + max(below)) / 2.0 if below else -math.inf
+    hi = (predicted + min(above)) / 2.0 if above else math.inf
+    accepted = f"accepted ({lo:.4g}, {hi:.4g}): midpoints to the competitors " + (
+        ", ".join(f"{c:g}" for c in sorted(competitors)) or "none")
+    c_lo, c_hi = fit.interval(level)
+    head = f"exponent {fit.slope:.4g} +- {fit.se:.2g} (SE), {level:.0%} CI [{c_lo:.4g}, {c_hi:.4g}], " \
+           f"n = {fit.n} ({fit.groups} intercepts), R^2 = {fit.r2:.4f}; predicted {predicted:.4g}, {accepted}"
+    if not math.isfinite(fit.slope):
+        return Verdict(theorem, "prediction", statement, None, "~", float(predicted), "not_evaluated",
+                       _join(f"slope undefined: fewer than 2 distinct finite points (n = {fit.n})", note))
+    if not math.isfinite(c_lo):
+        why = (f"slope {fit.slope:.4g} from {fit.n} points in {fit.groups} group(s) has no standard error "
+               "(needs at least one residual degree of freedom)")
+        return Verdict(theorem, "prediction", statement, fit.slope, "~", float(predicted), "not_evaluated",
+                       _join(why, accepted, note))
+    if lo < c_lo and c_hi < hi:
+        outcome = "holds"
+    elif c_hi <= lo or c_lo >= hi:
+        outcome = "fails"
+    else:
+        outcome = "not_evaluated"
+        head = "inconclusive: the confidence interval straddles an end of the accepted interval; " + head
+    return Verdict(theorem, "prediction", statement, fit.slope, "~", float(predicted), outcome, _join(head, note))
 
 
 def late_window(time, fraction: float = 0.5) -> np.ndarray:

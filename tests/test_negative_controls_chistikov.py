@@ -1,0 +1,246 @@
+"""Negative controls for Chistikov et al.'s Theorems 7 and 8 (S11) and Boursier et al.'s orthogonal-input
+theorem (S12): for every prediction, a hand-built cell (no training) that violates it and must get "fails",
+and one that satisfies it and must get "holds", with the thresholds the theorems ship.
+
+The cells are consistent: the final parameters are a bundle of balanced neurons along v* (or the closed-form
+minimum-norm network of orthogonal data), the recorded metrics are computed from them, and the loss curve
+decays at the rate of the flow linearised at them (or, in the violating cells, does not)."""
+
+import math
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from implicitbias.data import ChistikovFamily, Orthogonal, TeacherNeuron
+from implicitbias.losses import Loss
+from implicitbias.models import TwoLayer
+from implicitbias.reference import orthogonal_min_norm
+from implicitbias.runs import RunSpec
+from implicitbias.theorems import chistikov
+from implicitbias.theorems.base import RunContext
+from implicitbias.theorems.chistikov import BoursierOrthogonal, ChistikovTheorem7, ChistikovTheorem8
+from implicitbias.theorems.two_layer_bounds import linearised_rate
+from implicitbias.training import Stop
+from implicitbias.training.methods import GradientFlow
+
+NET = TwoLayer(width=100, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
+GF = GradientFlow()
+T7 = ChistikovTheorem7(max_data_angle=math.pi / 2)  # the paper's experimental reading (TeacherNeuron data)
+LAMS = [4.0**-k for k in range(2, 8)]
+TIME = np.concatenate([[0.0], np.geomspace(1e-3, 1.0, 24)])  # in units of the time to reach 1e-10
+
+
+def _rotate(v, e, angle):
+    return math.cos(angle) * v + math.sin(angle) * e
+
+
+def _bundle(v_star, angle, lam, scale):
+    """Two balanced neurons at +-angle/2 from v* carrying sum_j |a_j| ||w_j|| = scale ||v*||, and one
+    inactive neuron -lam v*/||v*|| (a deactivated negative-sign neuron)."""
+    s = float(np.linalg.norm(v_star))
+    v = v_star / s
+    e = np.linalg.qr(np.stack([v, np.eye(v.size)[np.argmin(np.abs(v))]], axis=1))[0][:, 1]
+    size = math.sqrt(scale * s / 2.0)
+    W = np.stack([size * _rotate(v, e, angle / 2), size * _rotate(v, e, -angle / 2), -lam * v])
+    a = np.array([size, size, -lam])
+    return W, a
+
+
+def _loss_curve(W, a, ds, decay):
+    """(t, L(t)) over 25 checkpoints: "linear": L(0) exp(-2 lambda_min(K) t / n) until it reaches 1e-10 (the
+    linearised flow); "power": L(0) / (1 + t) (a loss that converges, but not exponentially); "stuck": a
+    plateau at 1e-3. The time grid is scaled to the run's linearised rate."""
+    L0 = float(ds.y @ ds.y / (2 * ds.n))
+    lo, _ = linearised_rate(W, a, ds.X)
+    t = TIME * math.log(L0 / 1e-10) / lo
+    if decay == "power":
+        return t, L0 / (1.0 + t)
+    if decay == "stuck":
+        return t, np.maximum(L0 * np.exp(-lo * t), 1e-3)
+    return t, np.maximum(L0 * np.exp(-lo * t), 1e-10)
+
+
+def _context(params, data, data_spec, lams, trials, *, decay="linear", bal=1e-9, param_norm=None):
+    """A cell over (trial, lambda) from final parameters params[(trial, lam)] = (W, a)."""
+    runs = [(t, lam) for t in range(trials) for lam in lams]
+    n, ck = len(runs), TIME.size
+    Ws = np.stack([params[r][0] for r in runs])
+    As = np.stack([params[r][1] for r in runs])
+    time, loss = (np.stack(x) for x in zip(*(_loss_curve(*params[r], data[r[0]], decay) for r in runs)))
+    theta_sq = np.sum(Ws**2, axis=(1, 2)) + np.sum(As**2, axis=1)
+    if param_norm is not None:
+        theta_sq = np.asarray(param_norm, float) ** 2
+    nuclear = np.array([np.linalg.svd(W, compute_uv=False).sum() for W in Ws])
+    angles = np.array([chistikov.weighted_max_angles(
+        xr.Dataset({"theta.W": (("run", "i", "j"), W[None]), "theta.a": (("run", "k"), a[None])}), [data[t]])[0]
+        for (t, _), W, a in zip(runs, Ws, As)])
+
+    def over(v):
+        return (("run", "checkpoint"), np.repeat(np.asarray(v, float)[:, None], ck, axis=1))
+
+    ds = xr.Dataset(
+        {"time": (("run", "checkpoint"), time), "loss": (("run", "checkpoint"), loss),
+         "max_angle": over(angles), "W.nuclear": over(nuclear), "param_norm": over(np.sqrt(theta_sq)),
+         "balancedness_max": over(np.full(n, bal)),
+         "status_name": (("run",), np.array(["converged"] * n, dtype=object)),
+         "theta.W": (("run", "theta.W_0", "theta.W_1"), Ws), "theta.a": (("run", "theta.a_0"), As)},
+        coords={"init_scale": ("run", np.array([r[1] for r in runs]))})
+    specs = [RunSpec(model=NET, data=data_spec, data_seed=1000 * t, loss=Loss(name="square"), method=GF,
+                     stop=Stop(loss_tol=1e-10, max_time=1e3), seed=1000 * t, init_scale=lam, trial=t)
+             for t, lam in runs]
+    return RunContext(runs=specs, results=ds, data=[data[t] for t, _ in runs])
+
+
+def _teacher_cell(angle=lambda lam: 0.3 * lam, scale=1.0, trials=2, **kw):
+    spec = TeacherNeuron(d=4)
+    data = [spec.generate(1000 * t) for t in range(trials)]
+    params = {(t, lam): _bundle(data[t].info["v_star"], angle(lam) * (1 + 0.1 * t), lam, scale)
+              for t in range(trials) for lam in LAMS}
+    return _context(params, data, spec, LAMS, trials, **kw)
+
+
+def _outcome(verdicts, words):
+    hits = [v for v in verdicts if v.kind == "prediction" and all(w in v.statement for w in words)]
+    assert len(hits) == 1, [v.statement for v in verdicts]
+    return hits[0].outcome
+
+
+def _assumptions_hold(verdicts):
+    bad = [v.line() for v in verdicts if v.kind == "assumption" and v.outcome != "holds"]
+    assert not bad, bad
+
+
+# -- Chistikov et al., Theorem 7 ---------------------------------------------------------------------------
+def test_theorem7_satisfied_cell_holds_everywhere():
+    out = T7.check(_teacher_cell())
+    _assumptions_hold(out)
+    assert all(v.outcome == "holds" for v in out if v.kind == "prediction"), [v.line() for v in out]
+
+
+@pytest.mark.parametrize("decay", ["power", "stuck"])
+def test_theorem7_loss_that_does_not_converge_exponentially_fails(decay):
+    out = T7.check(_teacher_cell(decay=decay))
+    _assumptions_hold(out)
+    assert _outcome(out, ["loss -> 0"]) == "fails"
+
+
+@pytest.mark.parametrize("angle, outcome", [
+    (lambda lam: 0.3 * lam, "holds"),          # Figure 1: proportional to lambda
+    (lambda lam: 0.2, "fails"),                # flat in lambda: no limit 0
+    (lambda lam: 0.3 * math.sqrt(lam), "fails"),  # the nearest wrong rate
+    (lambda lam: 0.3 * lam**2, "fails"),
+    (lambda lam: 1e-5 / lam, "fails"),         # rising as lambda decreases
+])
+def test_theorem7_angle_rate(angle, outcome):
+    out = T7.check(_teacher_cell(angle=angle))
+    assert _outcome(out, ["max angle between active neurons ->"]) == outcome
+    assert _outcome(out, ["max angle between active neurons with"]) == outcome
+
+
+def test_theorem7_noisy_angle_is_inconclusive_not_holds():
+    rng = np.random.default_rng(0)
+    noise = {lam: math.exp(rng.normal(scale=2.0)) for lam in LAMS}
+    out = T7.check(_teacher_cell(angle=lambda lam: 0.3 * lam**0.75 * noise[lam], trials=1))
+    v = [v for v in out if "max angle between active neurons ->" in v.statement][0]
+    assert v.outcome in ("not_evaluated", "fails") and v.note
+
+
+@pytest.mark.parametrize("scale, outcome", [(1.0, "holds"), (1.05, "fails"), (0.97, "fails")])
+def test_theorem7_limit_norms_against_the_finite_time_bound(scale, outcome):
+    out = T7.check(_teacher_cell(scale=scale))
+    assert _outcome(out, ["||theta||^2 -> 2 ||v*||"]) == outcome
+    assert _outcome(out, ["||W||_* -> sqrt(||v*||)"]) == outcome
+
+
+@pytest.mark.parametrize("bal, outcome", [(1e-9, "holds"), (1e-3, "fails")])
+def test_theorem7_balancedness_drift(bal, outcome):
+    # bound along GF: 2 rtol max_t ||theta||^2 = 2 1e-6 2 = 4e-6
+    out = T7.check(_teacher_cell(bal=bal))
+    assert _outcome(out, ["balancedness conserved"]) == outcome
+
+
+# -- Chistikov et al., Theorem 8 ---------------------------------------------------------------------------
+def _family_cell(family, learned=None):
+    spec = ChistikovFamily(family=family, d=3)
+    data = [spec.generate(0)]
+    lams = [4.0**-4, 4.0**-6, 4.0**-8]
+    params = {(0, lam): _bundle(data[0].info["v_star"], 0.3 * lam, lam, 1.0) for lam in lams}
+    norm = None if learned is None else np.full(len(lams), math.sqrt(learned))
+    return _context(params, data, spec, lams, 1, param_norm=norm)
+
+
+@pytest.mark.parametrize("family", ["m_negative", "m_positive"])
+def test_theorem8_satisfied_cells_hold(family):
+    out = ChistikovTheorem8().check(_family_cell(family))
+    _assumptions_hold(out)
+    # "Z-matrix condition (sufficient for M < 0)" makes no prediction where the condition does not hold
+    assert all(v.outcome == "holds" or (v.outcome == "not_evaluated" and "no prediction" in v.note)
+               for v in out if v.kind == "prediction"), [v.line() for v in out]
+    assert sum(v.outcome == "holds" for v in out if v.kind == "prediction") >= 3
+
+
+def test_theorem8_learned_norm_off_the_rank_one_value_fails():
+    out = ChistikovTheorem8().check(_family_cell("m_negative", learned=2.01))
+    assert _outcome(out, ["learned ||theta||^2 at the smallest lambda"]) == "fails"
+
+
+def test_theorem8_gf_at_the_minimum_norm_fails_when_m_is_positive():
+    data = ChistikovFamily(family="m_positive", d=3).generate(0)
+    mn = chistikov.chistikov_reference(data.X, data.info["v_star"], data.y)["min_norm"]
+    out = ChistikovTheorem8().check(_family_cell("m_positive", learned=mn))
+    assert _outcome(out, ["GF does not find a min-norm"]) == "fails"
+    assert _outcome(out, ["learned ||theta||^2 at the smallest lambda"]) == "fails"
+
+
+@pytest.mark.parametrize("family, fake, words", [
+    ("m_negative", {"M": 0.1}, ["Z-matrix condition holds => M < 0"]),
+    ("m_negative", {"min_norm": 1.9}, ["M < 0 => min-norm interpolators are rank-1"]),
+    ("m_positive", {"min_norm": 2.0}, ["M > 0 => rank-1 is not min-norm"]),
+])
+def test_theorem8_reference_predictions_fail_on_inconsistent_references(monkeypatch, family, fake, words):
+    """The data-only predictions of Theorem 8 (Z-matrix => M < 0; the sign of M decides whether rank-1 is
+    min-norm) fail when the reference numbers contradict them."""
+    real = chistikov.chistikov_reference
+    monkeypatch.setattr(chistikov, "chistikov_reference", lambda *a, **k: {**real(*a, **k), **fake})
+    out = ChistikovTheorem8().check(_family_cell(family))
+    assert _outcome(out, words) == "fails", [v.line() for v in out]
+
+
+# -- Boursier et al. 2022 ----------------------------------------------------------------------------------
+def _orthogonal_cell(gap, decay="linear"):
+    spec = Orthogonal(n=4, d=6)
+    trials = 2
+    data = [spec.generate(1000 * t) for t in range(trials)]
+    params = {}
+    for t in range(trials):
+        ds = data[t]
+        rows, outer = [], []
+        for sign in (1, -1):
+            cls = sign * ds.y > 0
+            v = (np.abs(ds.y[cls])[:, None] * ds.X[cls] / np.sum(ds.X[cls] ** 2, axis=1)[:, None]).sum(axis=0)
+            size = math.sqrt(np.linalg.norm(v))
+            rows.append(size * v / np.linalg.norm(v))
+            outer.append(sign * size)
+        mn = orthogonal_min_norm(ds.X, ds.y).theta_sq_norm
+        off = np.linalg.svd(ds.X)[2][-1]  # orthogonal to every input: inactive
+        for lam in LAMS:
+            size = math.sqrt(gap(lam) * (1 + 0.2 * t) * mn / 2.0)
+            params[(t, lam)] = (np.stack([*rows, size * off]), np.array([*outer, size]))
+    return _context(params, data, spec, LAMS, trials, decay=decay)
+
+
+def test_boursier_satisfied_cell_holds():
+    out = BoursierOrthogonal().check(_orthogonal_cell(lambda lam: 0.5 * lam**0.367))
+    _assumptions_hold(out)
+    assert all(v.outcome == "holds" for v in out if v.kind == "prediction"), [v.line() for v in out]
+
+
+def test_boursier_flat_gap_fails():
+    out = BoursierOrthogonal().check(_orthogonal_cell(lambda lam: 0.05))
+    assert _outcome(out, ["closed-form min"]) == "fails"
+
+
+def test_boursier_loss_that_does_not_converge_exponentially_fails():
+    out = BoursierOrthogonal().check(_orthogonal_cell(lambda lam: 0.5 * lam**0.367, decay="power"))
+    assert _outcome(out, ["loss -> 0"]) == "fails"
