@@ -3,6 +3,8 @@ and Kou, Chen, Gu (NeurIPS 2023): ReLU and leaky ReLU networks under GD (S3)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from implicitbias.data import GaussianMixture, NearlyOrthogonal, NoisyXor
@@ -257,9 +259,25 @@ def _xor_claims(results):
         compare(title, "prediction", "train accuracy = 100%", float(ds.accuracy.values[:, -1].min()), ">=", 1.0),
         compare(title, "prediction", "test accuracy ~ 50% (|acc - 0.5| <= 0.1)",
                 float(np.abs(ds.test_accuracy.values[:, -1] - 0.5).max()), "<=", 0.1),
-        compare(title, "prediction", "decision boundary linear: agreement with sign <W^T a, x> on test points",
-                float(ds.linear_agreement.values[:, -1].min()), ">=", 0.99),
+        _linear_rule_claim(title, ds, results.cells[0].data[0]),
     ]
+
+
+def _linear_rule_claim(title, ds, data):
+    """sign f(x) = sign <W^T a, x> on the test points, against the untrained network (first checkpoint) on the
+    same points: at gamma = 0.9 an untrained network is almost linear already, so the trained one must disagree
+    on fewer points than the untrained one by the binomial noise of its count k0, k <= k0 - 2 sqrt(k0) (as
+    Frei et al.'s Theorem 3.2 (4) is checked); with k0 <= 4 the comparison is inconclusive."""
+    n = len(data.X_test)
+    trained = float((1.0 - ds.linear_agreement.values[:, -1]).max())
+    k0 = float((1.0 - ds.linear_agreement.values[:, 0]).min()) * n
+    v = compare(title, "prediction", "decision boundary linear: fraction of test points where sign f(x) != "
+                "sign <W^T a, x>, trained vs untrained network (k <= k0 - 2 sqrt(k0))", trained, "<=",
+                (k0 - 2.0 * np.sqrt(k0)) / n, note=f"untrained network disagrees on {k0:.0f} of {n}")
+    if k0 <= 4.0 and v.outcome in ("holds", "fails"):
+        v = dataclasses.replace(v, outcome="not_evaluated",
+                                note=v.note + "; inconclusive: the untrained network already disagrees on <= 4 points")
+    return v
 
 
 XOR = Experiment(

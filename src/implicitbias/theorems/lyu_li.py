@@ -53,7 +53,14 @@ class LyuLiMonotoneMargin(Theorem):
     """Lyu & Li 2020, Theorem 4.1 (S10): after the first checkpoint with L < l(0)/n, the smoothed normalised
     margin is non-decreasing, and the normalised margin stays above every earlier smoothed margin.
 
-    rtol: relative tolerance of both checks, for rounding and for the finite step of GD (default 1e-6).
+    Finite-time reading: none is needed. Both statements hold at every time after the first checkpoint with
+    L < l(0)/n, so they are checked at every recorded checkpoint from there on, and a single recorded decrease
+    larger than rtol fails them (see tests/test_negative_controls_frei.py). The limit gamma_bar / gamma_tilde
+    -> 1 is not checked here (Frei et al.'s Theorem 3.2 (1) reads the margin spread).
+
+    rtol: relative tolerance of both checks, for rounding and for the finite step of GD (default 1e-6: far
+        below any decrease of the margin that the finite step of the GD runs here produces, far above
+        float64 rounding of l^{-1}(n L) / ||theta||).
     """
 
     rtol: float = pydantic.Field(1e-6, ge=0.0)
