@@ -58,9 +58,8 @@ class LyuLiMonotoneMargin(Theorem):
     larger than rtol fails them (see tests/test_negative_controls_frei.py). The limit gamma_bar / gamma_tilde
     -> 1 is not checked here (Frei et al.'s Theorem 3.2 (1) reads the margin spread).
 
-    rtol: relative tolerance of both checks, for rounding and for the finite step of GD (default 1e-6: far
-        below any decrease of the margin that the finite step of the GD runs here produces, far above
-        float64 rounding of l^{-1}(n L) / ||theta||).
+    rtol: relative tolerance of both checks, for rounding and for the finite step of GD (default 1e-6, ours:
+        well above float64 rounding of l^{-1}(n L) / ||theta||).
     """
 
     rtol: float = pydantic.Field(1e-6, ge=0.0)
