@@ -133,6 +133,11 @@ def limit_verdict(theorem: str, run, statement: str, name: str, target, tol: flo
     return v
 
 
+def why_missing(values, notes) -> str:
+    """The runs' notes, when no run has a finite value (`over_runs` then shows no run's note)."""
+    return "" if np.isfinite(np.asarray(values, np.float64)).any() else "; ".join(sorted(set(notes)))
+
+
 def stable_rank(M) -> float:
     """srank(M) = ||M||_F^2 / ||M||_2^2 (nan for M = 0)."""
     s = np.linalg.svd(np.asarray(M, np.float64), compute_uv=False)
@@ -808,13 +813,14 @@ class FreiTheorem42(Theorem):
 
         s, notes = self._window_fit(run, "loss", slope, 3)
         return over_runs(self.title, "prediction", "the training loss -> 0 at least like t^-1/2: fitted slope of "
-                         "log L against log t", s, "<=", -0.5, where="", labels=run_labels(run), run_notes=notes)
+                         "log L against log t", s, "<=", -0.5, where="", labels=run_labels(run), run_notes=notes,
+                         note=why_missing(s, notes))
 
     def _norm_growth(self, run) -> Verdict:
         q, notes = self._window_fit(run, "W.spectral", lambda t, y: growth_exponent(t, y, 1.0), 4)
         return over_runs(self.title, "prediction", "||W(t)||_2 -> infinity: Box-Cox exponent q of ||W||_2 = "
                          "a + b (t^q - 1)/q (bounded a - b t^-r: q = -r; log t: q = 0)", q, ">=", -self.q_tol,
-                         where="", labels=run_labels(run), run_notes=notes)
+                         where="", labels=run_labels(run), run_notes=notes, note=why_missing(q, notes))
 
     def _stable_rank(self, run) -> Verdict:
         res = run.results

@@ -35,6 +35,7 @@ from implicitbias.theorems.frei import (
     outer_layer_verdict,
     outer_signs,
     stable_rank,
+    why_missing,
 )
 
 
@@ -164,7 +165,7 @@ class KouTheorem(Theorem):
         return over_runs(self.title, "prediction",
                          "||W||_F = Theta(log t): |Box-Cox exponent q of ||W||_F = a + b (t^q - 1)/q| "
                          "(log t: q = 0; t^p: q = p)", np.abs(qs), "<=", self.q_tol, where="",
-                         labels=run_labels(run), run_notes=notes)
+                         labels=run_labels(run), run_notes=notes, note=why_missing(qs, notes))
 
     def _loss_rate(self, run) -> Verdict:
         def slope(t, y):
@@ -175,7 +176,7 @@ class KouTheorem(Theorem):
         return over_runs(self.title, "prediction",
                          "L = Theta(1/t): |fitted slope s of log L against log t - (-1)|",
                          np.abs(np.asarray(s) + 1.0), "<=", self.loss_slope_tol, where="",
-                         labels=run_labels(run), run_notes=notes)
+                         labels=run_labels(run), run_notes=notes, note=why_missing(s, notes))
 
     def _fit(self, run, name: str, fit) -> tuple[list[float], list[str]]:
         """`fit(t, y)` on each run's asymptotic window (>= 4 checkpoints, else nan), with a note per run."""
