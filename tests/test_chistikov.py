@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from implicitbias.data import ChistikovFamily, Orthogonal, TeacherNeuron, make_dataset
+from implicitbias.data import ChistikovFamily, TeacherNeuron, make_dataset
 from implicitbias.data.families import xi_bound
 from implicitbias.losses import Loss
 from implicitbias.metrics.plateau import plateau_exit_time
@@ -15,7 +15,6 @@ from implicitbias.models import TwoLayer
 from implicitbias.runs import RunSpec
 from implicitbias.theorems.base import RunContext
 from implicitbias.theorems.chistikov import (
-    BoursierOrthogonal,
     ChistikovTheorem7,
     ChistikovTheorem8,
     chistikov_reference,
@@ -125,28 +124,20 @@ def _outcomes(verdicts):
     return {v.statement: v.outcome for v in verdicts}
 
 
-def test_theorem7_verdicts_follow_the_measurements():
-    data = [TeacherNeuron(d=4).generate(1000 * t) for t in range(2)]
-    lams = [4.0**-k for k in range(1, 8)]
-    good = T7_EXTENDED.check(_ctx(_fake_results(lams, 2, lambda x: 0.3 * x, data=data), data, TeacherNeuron(d=4)))
-    assert all(v.outcome == "holds" for v in good if v.kind == "prediction"), [v.line() for v in good]
-    assert all(v.outcome in ("holds", "not_evaluated") for v in good if v.kind == "assumption")
-    # angles rising as lambda decreases: the trend and the slope fail
-    bad = T7_EXTENDED.check(_ctx(_fake_results(lams, 2, lambda x: 0.3 / x), data, TeacherNeuron(d=4)))
-    fails = [v.statement for v in bad if v.outcome == "fails"]
-    assert any("decreases" in s for s in fails) and any("slope" in s for s in fails)
-    # loss not small and nuclear norm far from 1
-    fake = _fake_results(lams, 2, lambda x: x, loss=1e-3, nuclear_gap=0.1)
-    bad = T7_EXTENDED.check(_ctx(fake, data, TeacherNeuron(d=4)))
-    fails = " ".join(v.statement for v in bad if v.outcome == "fails")
-    assert "loss -> 0" in fails and "||W||_*" in fails and "||theta||^2" in fails
+def test_theorem7_unmet_assumptions_put_predictions_outside_scope():
+    """The predictions themselves have their negative controls in test_negative_controls_chistikov.py."""
+    from test_negative_controls_chistikov import _teacher_cell
+
+    bad = _teacher_cell(angle=lambda x: 0.01)  # a flat angle: the rate prediction fails
+    assert any(v.outcome == "fails" for v in T7_EXTENDED.check(bad))
     # a model without the balanced init: assumption fails, predictions become outside_scope
     other = TwoLayer(width=20, activation="relu", train_outer=True, init_scheme="gaussian")
-    v = T7_EXTENDED.check(_ctx(_fake_results(lams, 2, lambda x: x), data, TeacherNeuron(d=4), model=other))
+    ctx = RunContext([s.replace(model=other) for s in bad.runs], bad.results, bad.data)
+    v = T7_EXTENDED.check(ctx)
     assert any(x.kind == "assumption" and x.outcome == "fails" for x in v)
     assert {x.outcome for x in v if x.kind == "prediction"} <= {"outside_scope", "not_evaluated"}
     # the proofs' pi/4 bound (the default) fails on centred d = 4 data: predictions outside scope, not failed
-    v = ChistikovTheorem7().check(_ctx(_fake_results(lams, 2, lambda x: 0.3 / x), data, TeacherNeuron(d=4)))
+    v = ChistikovTheorem7().check(bad)
     assert any(x.outcome == "fails" and "angle between v*" in x.statement for x in v)
     assert not any(x.outcome == "fails" for x in v if x.kind == "prediction")
 
@@ -160,35 +151,6 @@ def test_theorem7_balancedness_bound_for_gd_scales_with_lr_and_initial_loss():
     assert [v for v in ok if "balancedness" in v.statement][0].outcome == "fails"
     gf = T7_EXTENDED.check(_ctx(_fake_results(lams, 1, lambda x: x, bal=1e-4), data, TeacherNeuron(d=4), [0]))
     assert [v for v in gf if "balancedness" in v.statement][0].outcome == "fails"
-
-
-@pytest.mark.parametrize("family, sign", [("m_negative", -1), ("m_positive", 1)])
-def test_theorem8_on_the_families(family, sign):
-    spec = ChistikovFamily(family=family, d=3)
-    data = [spec.generate(0)]
-    lams = [4.0**-4, 4.0**-6]
-    ds = _fake_results(lams, 1, lambda x: x, nuclear_gap=0.0)
-    ds["param_norm"] = ds["param_norm"] * 0 + math.sqrt(2.0 + 1e-6)  # learned ~ rank-1 value 2
-    out = ChistikovTheorem8().check(_ctx(ds, data, spec, [0]))
-    assert all(v.outcome != "fails" for v in out), [v.line() for v in out]
-    statements = " ".join(v.statement for v in out if v.outcome == "holds")
-    assert ("M < 0 => min-norm" in statements) == (sign < 0)
-    assert ("M > 0 => rank-1 is not min-norm" in statements) == (sign > 0)
-    assert ("GF does not find a min-norm" in statements) == (sign > 0)
-
-
-def test_boursier_orthogonal_verdicts():
-    spec = Orthogonal(n=4, d=6)
-    data = [spec.generate(0)]
-    from implicitbias.reference import orthogonal_min_norm
-
-    target = orthogonal_min_norm(data[0].X, data[0].y).theta_sq_norm
-    lams = [1.0, 4.0**-3, 4.0**-6]
-    ds = _fake_results(lams, 1, lambda x: x)
-    norms = np.sqrt(target * (1 + np.array(lams)))
-    ds["param_norm"] = (("run", "checkpoint"), norms[:, None] * np.ones((1, 3)))
-    out = _outcomes(BoursierOrthogonal().check(_ctx(ds, data, spec, [0])))
-    assert set(out.values()) == {"holds"}, out
 
 
 # -- one small real training ------------------------------------------------------------------------------
@@ -207,15 +169,19 @@ def test_gradient_flow_small_teacher_neuron_run():
     assert angle[0] > angle[1] > angle[2] > 0
     specs = [RunSpec(model=NET, data=TeacherNeuron(d=4), loss=Loss(name="square"), method=method, stop=stop,
                      init_scale=lam, checkpoints=12, kkt=False) for lam in lams]
-    verdicts = ChistikovTheorem7(slope_window=2, small_lambda_max=0.1, max_data_angle=math.pi / 2).check(
-        RunContext(runs=specs, results=ds, data=[data] * len(lams)))
+    verdicts = T7_EXTENDED.check(RunContext(runs=specs, results=ds, data=[data] * len(lams)))
     assert all(v.outcome != "fails" for v in verdicts), [v.line() for v in verdicts]
+    held = " ".join(v.statement for v in verdicts if v.outcome == "holds")
+    assert "loss -> 0 exponentially" in held and "||theta||^2 -> 2" in held and "balancedness" in held, held
 
 
 def test_theorem8_learned_norm_is_outside_scope_beyond_the_proofs_angle():
+    from test_negative_controls_chistikov import _bundle, _context
+
     spec = TeacherNeuron(d=3)
     data = [spec.generate(2000)]  # largest angle between v* and an x_i ~ 1.5 rad > pi/4
-    ds = _fake_results([4.0**-4, 4.0**-6], 1, lambda x: x, nuclear_gap=0.0)
-    ds["param_norm"] = ds["param_norm"] * 0 + math.sqrt(2.1)  # not the rank-1 value
-    out = [v for v in ChistikovTheorem8().check(_ctx(ds, data, spec, [2000])) if "learned" in v.statement]
+    lams = [4.0**-4, 4.0**-6]
+    params = {(0, lam): _bundle(data[0].info["v_star"], 0.3 * lam, lam, 1.0) for lam in lams}
+    ctx = _context(params, data, spec, lams, 1, param_norm=[math.sqrt(2.1)] * 2)  # not the rank-1 value
+    out = [v for v in ChistikovTheorem8().check(ctx) if "learned" in v.statement]
     assert out and all(v.outcome == "outside_scope" for v in out), [v.line() for v in out]
