@@ -9,7 +9,7 @@ import pytest
 from implicitbias._spec import ConfigError
 from implicitbias.data import TeacherNeuron
 from implicitbias.losses import Loss
-from implicitbias.metrics.census import ALIGNED, DIMS, INACTIVE, UNALIGNED, neuron_census, stored_census
+from implicitbias.metrics.census import ALIGNED, DIMS, INACTIVE, UNALIGNED, angle_exponents, neuron_census, stored_census
 from implicitbias.models import TwoLayer
 from implicitbias.runs import RunSpec
 from implicitbias.runs.execute import train_group
@@ -132,3 +132,13 @@ def test_dtype_field_keeps_float64_keys_and_gradient_flow_refuses_float32():
         RunSpec(model=NET, data=TeacherNeuron(d=3), loss=Loss(name="square"),
                 method={"kind": "gf", "dtype": "float32"})
     assert GradientFlow().dtype == "float64"
+
+
+def test_angle_exponents_follow_each_trial_across_lambda():
+    specs = [_spec().replace(init_scale=lam, seed=seed) for seed in (0, 1) for lam in (1e-2, 1e-4)]
+    angles = {(0, 1e-2): [1e-2, 2.0], (0, 1e-4): [1e-4, 2.0], (1, 1e-2): [3.0, 1.0], (1, 1e-4): [3.0, 1e-2]}
+    censuses = [{"census.angle": np.asarray(angles[(s.seed, s.init_scale)])} for s in specs]
+    p = angle_exponents(specs, censuses)
+    np.testing.assert_allclose(p[1], [1.0, 0.0])  # seed 0, lambda 1e-4: the first neuron aligns, the second is stuck
+    np.testing.assert_allclose(p[3], [0.0, 1.0])
+    assert np.all(np.isnan(p[0])) and np.all(np.isnan(p[2]))  # a trial's largest lambda

@@ -18,15 +18,14 @@ from implicitbias.data import TeacherNeuron
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.chistikov2023 import GF, NET, SQUARE, STOP, WEIGHTED
 from implicitbias.experiments.config import ExperimentConfig
-from implicitbias.experiments.figures import write_dict_csv
-from implicitbias.metrics.census import ALIGN_C, UNALIGNED, stored_census
-from implicitbias.reports.plotting import new_figure
+from implicitbias.experiments.figures import panels, plt, write_dict_csv
+from implicitbias.metrics.census import ALIGN_C, STUCK_EXPONENT, UNALIGNED, angle_exponents, stored_census
 from implicitbias.theorems.census import CensusTheorem7
 from implicitbias.theorems.fitting import final
 from implicitbias.training.methods import GD
 
 CENSUS_LAMBDAS = [4.0**-4, 4.0**-7, 4.0**-10, 4.0**-13]
-KINDS = ("unaligned", "unaligned_negative", "unaligned_positive")
+KINDS = ("unaligned", "unaligned_negative", "unaligned_positive", "unaligned_positive_all", "unaligned_positive_some")
 
 
 def _fmt_lambda(lam: float) -> str:
@@ -37,23 +36,31 @@ def _fmt_lambda(lam: float) -> str:
 # -- the census of every run, as rows -----------------------------------------------------------------------
 def census_rows(results) -> tuple[list[dict], list[dict]]:
     """(one row per run, one row per unaligned neuron) of the finished runs, sorted by scheme, d, lambda
-    (largest first), dtype and trial."""
-    runs, neurons = [], []
+    (largest first), dtype and trial.  Kinds of unaligned neurons: negative sign; positive sign active on every
+    training point; positive sign active on some. `stuck`: unaligned neurons whose angle shrinks slower than
+    lambda^STUCK_EXPONENT from the next larger lambda of the same trial to this one (`angle_exponents`; -1 at
+    a trial's largest lambda, where it is undefined)."""
     bad = set(results.failed)
     order = sorted((i for i in range(len(results.runs)) if i not in bad), key=lambda i: _sort_key(results.runs[i]))
-    for i in order:
-        spec, ds, data = results.runs[i], results.arrays[i], results.data_of(i)
-        c = stored_census(ds, spec, data)
+    specs = [results.runs[i] for i in order]
+    censuses = [stored_census(results.arrays[i], results.runs[i], results.data_of(i)) for i in order]
+    runs, neurons = [], []
+    for i, spec, c, p in zip(order, specs, censuses, angle_exponents(specs, censuses)):
+        ds, data = results.arrays[i], results.data_of(i)
         head = {"scheme": spec.data.scheme, "d": spec.data.d, "lambda": spec.init_scale,
                 "method": spec.method.kind, "dtype": spec.method.dtype, "trial": spec.trial}
         unaligned = np.flatnonzero(c["census.class"] == UNALIGNED)
-        neg = unaligned[c["census.sign"][unaligned] < 0]
-        pos = unaligned[c["census.sign"][unaligned] > 0]
+        sign, points = c["census.sign"][unaligned], c["census.n_points"][unaligned]
+        neg, pos = unaligned[sign < 0], unaligned[sign > 0]
         runs.append({
             **head,
             "data_max_angle": float(c["census.data_max_angle"]),
             "meets_pi4": bool(c["census.data_max_angle"] < math.pi / 4),
-            **{k: int(c[f"census.{k}"]) for k in ("active", "aligned", *KINDS)},
+            "active": int(c["census.active"]), "aligned": int(c["census.aligned"]),
+            "unaligned": unaligned.size, "unaligned_negative": neg.size, "unaligned_positive": pos.size,
+            "unaligned_positive_all": int(np.sum((sign > 0) & (points == data.n))),
+            "unaligned_positive_some": int(np.sum((sign > 0) & (points < data.n))),
+            "stuck": int(np.sum(p[unaligned] < STUCK_EXPONENT)) if np.all(np.isfinite(p[unaligned])) else -1,
             "unaligned_share": float(c["census.unaligned_share"]),
             "bundle_growth": float(c["census.bundle_growth"]),
             "max_angle": float(final(ds, "max_angle")[0]),
@@ -61,16 +68,17 @@ def census_rows(results) -> tuple[list[dict], list[dict]]:
             "negative_max_points": int(np.max(c["census.n_points"][neg], initial=0)),
             "negative_min_label": float(np.min(c["census.min_label"][neg], initial=math.inf)),
             "negative_max_growth": float(np.max(c["census.growth"][neg], initial=0.0)),
-            "positive_min_points": int(np.min(c["census.n_points"][pos], initial=data.n)),
             "positive_max_growth": float(np.max(c["census.growth"][pos], initial=0.0)),
             "final_loss": float(final(ds, "loss")[0]),
         })
         for j in unaligned:
             on = np.flatnonzero(c["census.active_on"][j])
             neurons.append({
-                **head, "neuron": int(j), "sign": int(c["census.sign"][j]), "angle_to_bundle": float(c["census.angle"][j]),
-                "growth": float(c["census.growth"][j]), "share": float(c["census.share"][j]), "n_points": on.size,
-                "points": ";".join(str(k) for k in on),
+                **head, "neuron": int(j), "sign": int(c["census.sign"][j]),
+                "angle_to_bundle": float(c["census.angle"][j]), "growth": float(c["census.growth"][j]),
+                "share": float(c["census.share"][j]),
+                "angle_exponent": float(p[j]),
+                "n_points": on.size, "points": ";".join(str(k) for k in on),
                 "labels": ";".join(f"{c['census.point_label'][k]:.4g}" for k in on),
                 "point_angles_to_v_star": ";".join(f"{c['census.point_angle'][k]:.4g}" for k in on),
             })
@@ -82,21 +90,23 @@ def _sort_key(spec):
 
 
 def fractions(rows: list[dict]) -> list[dict]:
-    """Per (scheme, d, dtype, lambda): how many trials, the fraction with each kind of unaligned neuron, split
-    by the pi/4 condition, and the median and quartiles of the max angle between active neurons."""
+    """Per (scheme, d, dtype, lambda): how many trials, the fraction with each kind of unaligned neuron (and
+    with a stuck one, below a trial's largest lambda), split by the pi/4 condition, and the quartiles of the max
+    angle between active neurons."""
     cells: dict[tuple, list[dict]] = {}
     for row in rows:
         cells.setdefault((row["scheme"], row["d"], row["dtype"], row["lambda"]), []).append(row)
     out = []
     for (scheme, d, dtype, lam), members in cells.items():
         row = {"scheme": scheme, "d": d, "dtype": dtype, "lambda": lam, "trials": len(members)}
-        for k in KINDS:
-            row[f"frac_{k}"] = float(np.mean([m[k] > 0 for m in members]))
-        for name, want in (("pi4", True), ("beyond_pi4", False)):
-            part = [m for m in members if m["meets_pi4"] == want]
-            row[f"trials_{name}"] = len(part)
+        for name, want in (("", None), ("_pi4", True), ("_beyond_pi4", False)):
+            part = [m for m in members if want is None or m["meets_pi4"] == want]
+            if name:
+                row[f"trials{name}"] = len(part)
             for k in KINDS:
-                row[f"frac_{k}_{name}"] = float(np.mean([m[k] > 0 for m in part])) if part else math.nan
+                row[f"frac_{k}{name}"] = float(np.mean([m[k] > 0 for m in part])) if part else math.nan
+            defined = [m for m in part if m["stuck"] >= 0]
+            row[f"frac_stuck{name}"] = float(np.mean([m["stuck"] > 0 for m in defined])) if defined else math.nan
         angles = np.array([m["max_angle"] for m in members])
         row["max_angle_q25"], row["max_angle_median"], row["max_angle_q75"] = np.quantile(angles, [0.25, 0.5, 0.75])
         out.append(row)
@@ -107,9 +117,7 @@ def fractions(rows: list[dict]) -> list[dict]:
 def _fraction_figure(results):
     table = fractions(census_rows(results)[0])
     schemes = sorted({r["scheme"] for r in table})
-    fig, axes = new_figure(len(schemes), 1, title=f"trials with active neurons not aligned with the bundle "
-                                                  f"(angle > {ALIGN_C:g} lambda)")
-    axes = np.atleast_1d(axes)
+    fig, axes = panels(len(schemes))
     styles = {"unaligned": ("-", "any"), "unaligned_negative": ("--", "negative sign"),
               "unaligned_positive": (":", "positive sign")}
     for ax, scheme in zip(axes, schemes):
@@ -136,9 +144,7 @@ def _fraction_figure(results):
 def _histogram_figure(results):
     rows = census_rows(results)[0]
     ds_, lams = sorted({r["d"] for r in rows}), sorted({r["lambda"] for r in rows}, reverse=True)
-    fig, axes = new_figure(len(lams), len(ds_), width=2.6 * len(lams), height=2.0 * len(ds_),
-                           title="max angle between active neurons at the end of training (rad), over trials")
-    axes = np.atleast_1d(axes).reshape(len(ds_), len(lams))
+    fig, axes = plt.subplots(len(ds_), len(lams), figsize=(2.8 * len(lams), 2.2 * len(ds_)), squeeze=False)
     bins = np.logspace(-10, math.log10(math.pi), 41)
     for a, d in enumerate(ds_):
         for b, lam in enumerate(lams):
@@ -161,8 +167,8 @@ def _histogram_figure(results):
 def _pi4_figure(results):
     table = fractions(census_rows(results)[0])
     schemes = sorted({r["scheme"] for r in table})
-    fig, axes = new_figure(len(schemes), 1, title="trials with unaligned active neurons, by the pi/4 condition")
-    for ax, scheme in zip(np.atleast_1d(axes), schemes):
+    fig, axes = panels(len(schemes))
+    for ax, scheme in zip(axes, schemes):
         for n, d in enumerate(sorted({r["d"] for r in table if r["scheme"] == scheme})):
             rows = sorted((r for r in table if r["scheme"] == scheme and r["d"] == d), key=lambda r: r["lambda"])
             lam = np.array([r["lambda"] for r in rows])
@@ -183,7 +189,7 @@ def _pi4_figure(results):
 def _dtype_figure(results):
     rows = census_rows(results)[0]
     by = {(r["lambda"], r["trial"], r["dtype"]): r for r in rows}
-    fig, (left, right) = new_figure(2, 1, title="the paper's GD in float32 against float64, same data and init")
+    fig, (left, right) = panels(2)
     for n, lam in enumerate(sorted({r["lambda"] for r in rows}, reverse=True)):
         pairs = [(by[(lam, t, "float64")], by[(lam, t, "float32")]) for (g, t, dt) in by
                  if g == lam and dt == "float64" and (lam, t, "float32") in by]

@@ -10,11 +10,19 @@ active neuron outside the bundle. The census sorts every neuron j (w_j its input
   (the positive active neurons, each weighted by a_j ||w_j||, so that the grown bundle dominates);
 - unaligned: active and further from u.
 
-`ALIGN_C` = c: in the runs of `chistikov2023-fig1-census` (m = 200, d = 4..64) the neurons of the bundle lie
-within about 0.05 lambda of u, and the unaligned ones (negative-sign neurons that stayed at size ~ lambda,
-positive ones that grew little) at 1e-3 rad and more, i.e. > 10^4 lambda at lambda = 4^-10; c = 1 sits
-between the two at every lambda <= 4^-4 of the census (at large lambda, c lambda > pi and every active neuron
-counts as aligned: the census is meant for small lambda).
+`ALIGN_C` = c = 100. Why a multiple of lambda, and which: while a neuron is active on every training point,
+its component orthogonal to gamma_[n] does not move (the linear phase of the dynamics changes only its
+component along gamma_[n] and a_j), so at the end its angle to the bundle is about lambda |z_perp| / ||w_j||,
+|z_perp| <~ |z_j| ~ 1/sqrt(m). Angle <= c lambda is therefore ||w_j|| >~ |z_perp| / c: with c = 100 (m = 200),
+a final norm above ~ 7e-4, a share of sum |a_k| ||w_k|| above ~ 5e-7 - about the "carries weight" threshold
+1e-6 of `weighted_max_angle`. There is no gap to put c in: in 80 runs of d = 4..64 at lambda = 4^-7..4^-13,
+the angles of active neurons to the bundle, in units of lambda, fill 0.1..10 (95%), thin out to ~600, and a
+few per hundred trials lie at 1e3..1e5 with final norms 1e-5..1e-6 that no longer depend on lambda (they
+still align like lambda), next to the neurons that did not grow at all (angles ~ 2 rad: negative-sign ones
+active on one or two points, positive ones near their init size). c = 100 also
+keeps c lambda < pi/4 at the census' largest lambda 4^-4. A neuron with a lambda-independent final norm below
+|z_perp| / c counts as unaligned at every lambda although its angle falls like lambda: whether an unaligned
+neuron aligns as lambda -> 0 is read across lambdas of the same trial (`angle_exponents`).
 
 For every neuron the census records its class, sign, angle to u, growth ||w_j|| / lambda, share
 |a_j| ||w_j|| / sum_k |a_k| ||w_k||, the training points it is active on, and over those points the smallest
@@ -31,7 +39,7 @@ import numpy as np
 from implicitbias.metrics.neurons import angles_to
 
 #: a neuron is aligned with the bundle when its angle to the bundle direction is <= ALIGN_C x lambda
-ALIGN_C = 1.0
+ALIGN_C = 100.0
 
 #: class codes of `census.class`
 INACTIVE, ALIGNED, UNALIGNED = 0, 1, 2
@@ -47,6 +55,7 @@ DIMS: dict[str, tuple[str, ...]] = {
     "census.unaligned_share": (),
     "census.bundle_growth": (),
     "census.data_max_angle": (),
+    "census.c": (),
     "census.class": ("neuron",),
     "census.sign": ("neuron",),
     "census.angle": ("neuron",),
@@ -103,6 +112,7 @@ def neuron_census(W, a, X, y, v_star, init_scale: float, c: float = ALIGN_C) -> 
         "census.unaligned_share": np.asarray(share[unaligned].sum()),
         "census.bundle_growth": np.asarray(np.median(growth[aligned]) if aligned.any() else np.nan),
         "census.data_max_angle": np.asarray(point_angle.max()),
+        "census.c": np.asarray(float(c)),
         "census.class": np.where(aligned, ALIGNED, np.where(unaligned, UNALIGNED, INACTIVE)).astype(np.int8),
         "census.sign": np.sign(a).astype(np.int8),
         "census.angle": angle,
@@ -121,8 +131,35 @@ def neuron_census(W, a, X, y, v_star, init_scale: float, c: float = ALIGN_C) -> 
 def stored_census(ds, spec, data, r: int = 0, c: float = ALIGN_C) -> dict[str, np.ndarray]:
     """The census of run `r` of a stored Dataset (one run's, or a cell's runs stacked), without the run axis:
     read from its `census.*` variables, or computed from its stored final parameters when the run predates
-    them (or when `c` differs from the stored `ALIGN_C`).  `spec` and `data` are that run's."""
-    if "census.class" in ds and c == ALIGN_C:
+    them or was classified with another constant than `c`.  `spec` and `data` are that run's."""
+    if "census.class" in ds and "census.c" in ds and float(ds["census.c"].values[r]) == c:
         return {name: np.asarray(ds[name].values[r]) for name in DIMS}
     return neuron_census(ds["theta.W"].values[r], ds["theta.a"].values[r], data.X, data.y, data.info["v_star"],
                          spec.init_scale, c)
+
+
+#: an unaligned neuron is *stuck* when its angle to the bundle falls slower than lambda^STUCK_EXPONENT
+#: between two init scales of the same trial (aligned neurons follow angle ~ lambda, exponent 1)
+STUCK_EXPONENT = 0.5
+
+
+def angle_exponents(runs, censuses) -> list[np.ndarray]:
+    """Per run, per neuron: the exponent p of angle ~ lambda^p between this run and the run of the same trial
+    (same data, same init directions z_j and signs s_j, only lambda differs) at the next larger lambda,
+    p = log(angle(next) / angle(this)) / log(lambda_next / lambda); NaN at a trial's largest lambda.
+
+    `runs` are RunSpecs, `censuses` their censuses (`neuron_census`). p ~ 1: the neuron's angle shrinks like
+    lambda (it aligns as lambda -> 0, Figure 1's reading); p ~ 0: it stays where it is."""
+    trials: dict[tuple, list[int]] = {}
+    for i, spec in enumerate(runs):
+        trials.setdefault((spec.part, spec.static_key(), spec.seed, spec.data_seed), []).append(i)
+    out = [np.full(np.shape(c["census.angle"]), np.nan) for c in censuses]
+    for members in trials.values():
+        members = sorted(members, key=lambda i: runs[i].init_scale)
+        for i, nxt in zip(members, members[1:]):
+            lam, lam_next = runs[i].init_scale, runs[nxt].init_scale
+            if lam_next > lam > 0:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    ratio = censuses[nxt]["census.angle"] / censuses[i]["census.angle"]
+                    out[i] = np.log(ratio) / np.log(lam_next / lam)
+    return out
