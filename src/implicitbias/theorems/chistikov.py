@@ -464,9 +464,10 @@ class ChistikovTheorem8(Theorem):
                 return out
             worst.append(float(np.min(ds.X @ v / np.linalg.norm(ds.X, axis=1) / np.linalg.norm(v))))
             resid = max(resid, float(np.max(np.abs(ds.y - np.maximum(ds.X @ v, 0.0)))))
-        out.append(compare(self.title, "assumption", "labels y_i = [<v*, x_i>]_+ with every <v*, x_i> > 0: "
-                           "min_i cos angle(v*, x_i)", min(worst), ">", 0.0,
-                           f"max |y_i - [<v*, x_i>]_+| = {resid:.2g}"))
+        scale = max(1.0, max(float(np.max(np.abs(run.data[r].y))) for r in _trials(run)))
+        out.append(flag(self.title, "assumption", "labels y_i = [<v*, x_i>]_+ (teacher labels)", resid <= 1e-12 * scale,
+                        f"max |y_i - [<v*, x_i>]_+| = {resid:.2g}"))
+        out.append(compare(self.title, "assumption", "every <v*, x_i> > 0: min_i cos angle(v*, x_i)", min(worst), ">", 0.0))
         width = getattr(run.spec.model, "width", None)
         out.append(compare(self.title, "assumption", "width m > 1", width, ">", 1))
         out.append(relu_net_verdict(self.title, run, balanced=True))
