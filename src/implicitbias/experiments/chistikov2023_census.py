@@ -60,7 +60,7 @@ def census_rows(results) -> tuple[list[dict], list[dict]]:
             "unaligned": unaligned.size, "unaligned_negative": neg.size, "unaligned_positive": pos.size,
             "unaligned_positive_all": int(np.sum((sign > 0) & (points == data.n))),
             "unaligned_positive_some": int(np.sum((sign > 0) & (points < data.n))),
-            "stuck": int(np.sum(p[unaligned] < STUCK_EXPONENT)) if np.all(np.isfinite(p[unaligned])) else -1,
+            "stuck": -1 if np.all(np.isnan(p)) else int(np.sum(p[unaligned] < STUCK_EXPONENT)),
             "unaligned_share": float(c["census.unaligned_share"]),
             "bundle_growth": float(c["census.bundle_growth"]),
             "max_angle": float(final(ds, "max_angle")[0]),
@@ -119,7 +119,7 @@ def _fraction_figure(results):
     schemes = sorted({r["scheme"] for r in table})
     fig, axes = panels(len(schemes))
     styles = {"unaligned": ("-", "any"), "unaligned_negative": ("--", "negative sign"),
-              "unaligned_positive": (":", "positive sign")}
+              "unaligned_positive": (":", "positive sign"), "stuck": ("-.", "stuck: angle not ~ lambda")}
     for ax, scheme in zip(axes, schemes):
         lines = sorted({(r["d"], r["dtype"]) for r in table if r["scheme"] == scheme})
         several = len({dtype for _, dtype in lines}) > 1
@@ -135,8 +135,8 @@ def _fraction_figure(results):
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlabel("initialisation scale lambda")
         ax.set_ylabel("fraction of trials")
-        ax.set_title(f"{scheme} data ({rows[0]['trials']} trials a point); solid: any, dashed: negative sign, "
-                     "dotted: positive sign", fontsize=8)
+        ax.set_title(f"{scheme} data, {rows[0]['trials']} trials a point; unaligned: angle > {ALIGN_C:g} lambda\n"
+                     "solid any, dashed negative sign, dotted positive, dash-dot stuck", fontsize=8)
         ax.legend(fontsize=6)
     return fig
 
@@ -172,16 +172,17 @@ def _pi4_figure(results):
         for n, d in enumerate(sorted({r["d"] for r in table if r["scheme"] == scheme})):
             rows = sorted((r for r in table if r["scheme"] == scheme and r["d"] == d), key=lambda r: r["lambda"])
             lam = np.array([r["lambda"] for r in rows])
-            for name, style in (("pi4", "-o"), ("beyond_pi4", "--x")):
+            for name, marker in (("pi4", "o"), ("beyond_pi4", "x")):
                 count = rows[0][f"trials_{name}"]
-                ax.plot(lam, [r[f"frac_unaligned_{name}"] for r in rows], style, ms=4, color=f"C{n}",
+                ax.plot(lam, [r[f"frac_unaligned_{name}"] for r in rows], "-" + marker, ms=4, color=f"C{n}",
                         label=f"d = {d}, {'all angles < pi/4' if name == 'pi4' else 'some angle >= pi/4'} "
                               f"({count} trials)")
+                ax.plot(lam, [r[f"frac_stuck_{name}"] for r in rows], "-." + marker, ms=4, color=f"C{n}", alpha=0.6)
         ax.set_xscale("log")
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlabel("initialisation scale lambda")
-        ax.set_ylabel("fraction of trials with unaligned neurons")
-        ax.set_title(f"{scheme} data", fontsize=9)
+        ax.set_ylabel("fraction of trials")
+        ax.set_title(f"{scheme} data; o: every angle < pi/4, x: not; solid: unaligned, dash-dot: stuck", fontsize=8)
         ax.legend(fontsize=6)
     return fig
 
@@ -254,11 +255,13 @@ CENSUS = Experiment(
            "grid": {"data.scheme": ["centred", "uncentred"], "data.d": [4], "init_scale": CENSUS_LAMBDAS[:3]}},
     figures=(Figure("census_fraction", "Fraction of trials with active neurons not aligned with the bundle, "
                     "against lambda, per d (colour): any (solid), negative sign (dashed), positive sign "
-                    "(dotted); left centred, right uncentred data.", _fraction_figure),
+                    "(dotted), and stuck - an unaligned neuron whose angle does not fall like lambda from the "
+                    "next larger lambda of the same trial (dash-dot); left centred, right uncentred data.", _fraction_figure),
              Figure("census_max_angle_hist", "Histogram over trials of the max angle between active neurons, "
                     "per (d, lambda) cell, both schemes; the dotted line is c lambda.", _histogram_figure),
-             Figure("census_pi4", "Fraction of trials with unaligned active neurons, split by whether every "
-                    "angle between v* and a training point is below pi/4 (the proofs' assumption).", _pi4_figure)),
+             Figure("census_pi4", "Fraction of trials with unaligned (solid) and stuck (dash-dot) active neurons, split by "
+                    "whether every angle between v* and a training point is below pi/4 (the proofs' assumption; "
+                    "o) or not (x).", _pi4_figure)),
     theorems=_theorems,
     tables=_tables,
     runtime_quick="not measured",
