@@ -1,13 +1,25 @@
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# no persistent compilation cache in tests: xdist workers would share one cache directory
-os.environ["IMPLICITBIAS_JAX_CACHE"] = "0"
+# One persistent compilation cache per test session, shared by the xdist workers and the CLI subprocesses
+# the tests start (they inherit the environment): a program that several tests compile with the same
+# shapes is compiled once.  The controller (or a run without xdist) creates it; workers inherit the path.
+if "PYTEST_XDIST_WORKER" not in os.environ and "IMPLICITBIAS_TEST_CACHE_OWNER" not in os.environ:
+    os.environ["IMPLICITBIAS_CACHE_DIR"] = tempfile.mkdtemp(prefix="implicitbias-test-cache-")
+    os.environ["IMPLICITBIAS_TEST_CACHE_OWNER"] = str(os.getpid())
+    os.environ["IMPLICITBIAS_JAX_CACHE"] = "1"
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
 import implicitbias  # noqa: E402,F401  (enables float64)
+
+
+def pytest_unconfigure(config):
+    if os.environ.get("IMPLICITBIAS_TEST_CACHE_OWNER") == str(os.getpid()) and not hasattr(config, "workerinput"):
+        shutil.rmtree(os.environ["IMPLICITBIAS_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture

@@ -45,7 +45,7 @@ def _param_vars(prefix: str, tree: Mapping[str, Any]) -> dict:
 
 
 def to_dataset(*, rows, kkt_rows, ticks, hp, status, messages, carry, const, method, wall_time, config,
-               trajectory=()):
+               trajectory=(), first_checkpoint=None):
     metrics = _stack_rows(rows)
     if kkt_rows and kkt_rows[0]:
         metrics.update(_stack_rows(kkt_rows))
@@ -70,6 +70,8 @@ def to_dataset(*, rows, kkt_rows, ticks, hp, status, messages, carry, const, met
         "config": yaml.safe_dump(_plain(config), sort_keys=False),
         "method": method.kind,
         "wall_time_s": float(wall_time),
+        # seconds from entering `train` to the first recorded checkpoint: tracing and compiling included
+        "first_checkpoint_s": float("nan") if first_checkpoint is None else float(first_checkpoint),
         "version": __import__("implicitbias").__version__,
     }
     return xr.Dataset(data_vars, coords=coords, attrs=attrs)

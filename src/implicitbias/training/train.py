@@ -88,6 +88,7 @@ def train(
         (batches of 2^k, each size compiled once): a vmapped adaptive solver advances at the pace of its
         slowest member and computes every member at every step.
     """
+    entered = _time.perf_counter()
     loss = loss or default_loss(data if not isinstance(data, Sequence) else data[0])
     method = method or GD()
     stop = stop or Stop()
@@ -112,6 +113,7 @@ def train(
     started = _time.perf_counter()
     carry, const = init(hp_j, X, y, theta0)
     rows, kkt_rows, ticks, trajectory = [], [], [], []
+    first_checkpoint = None  # seconds from entering train to the first recorded checkpoint (compiles included)
     bar = _progress_bar(len(grid), progress)
     active = _Active(hp_j, const, X, y, batched, enabled=compact and method.is_adaptive)
     for target in grid:
@@ -120,6 +122,8 @@ def train(
         rows[-1] = {**rows[-1], **method.clock_readings(carry, hp)}
         kkt_rows.append(recorder.kkt_host(hp, carry["theta"], const, X, y) if kkt else {})
         ticks.append(target)
+        if first_checkpoint is None:
+            first_checkpoint = _time.perf_counter() - entered
         if keep_trajectory:
             trajectory.append(jax.device_get(carry["theta"]))
         bar.update(1)
@@ -142,6 +146,7 @@ def train(
     return to_dataset(
         rows=rows, kkt_rows=kkt_rows, ticks=np.asarray(ticks), hp=hp, status=status, messages=messages,
         carry=carry, const=jax.device_get(const), method=method, wall_time=wall, trajectory=trajectory,
+        first_checkpoint=first_checkpoint,
         config=config or {"model": model.model_dump(), "loss": loss.model_dump(),
                           "method": method.model_dump(), "stop": stop.model_dump()},
     )
