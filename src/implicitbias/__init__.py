@@ -8,7 +8,13 @@ $IMPLICITBIAS_CACHE_DIR; set IMPLICITBIAS_JAX_CACHE=0 to disable it).
 
 import os
 
-import jax
+# equinox (under diffrax) raises its runtime errors through a host callback by default, and JAX never
+# writes a program with a host callback to the persistent cache: every gradient-flow program would be
+# recompiled in every process (~10 s each).  With "nan" a failed runtime check fills the outputs with NaN,
+# which `train` reports as a diverged run with its step.  Set EQX_ON_ERROR=raise to debug.
+os.environ.setdefault("EQX_ON_ERROR", "nan")
+
+import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 if os.environ.get("IMPLICITBIAS_JAX_CACHE", "1") != "0":
