@@ -86,7 +86,9 @@ def _cached(key, make):
 
 def q_alpha_reference(run, r: int):
     """The BregmanProjection argmin Q_alpha^D s.t. Xw = y of run r (alpha = its init scale, D its depth), or the
-    ReferenceSolverError raised where float64 cannot reach it (depth >= 3 at small alpha)."""
+    ReferenceSolverError raised where float64 cannot reach it (depth >= 3 at small alpha), or the ConfigError
+    raised where Q_alpha^D is undefined (alpha <= 0, D < 2)."""
+    from implicitbias._spec import ConfigError
     from implicitbias.reference import ReferenceSolverError, q_alpha_interpolator
 
     spec, data = run.runs[r], run.data[r]
@@ -94,7 +96,7 @@ def q_alpha_reference(run, r: int):
     def make():
         try:
             return q_alpha_interpolator(data.X, data.y, float(spec.init_scale), depth=int(spec.model.depth))
-        except ReferenceSolverError as exc:
+        except (ReferenceSolverError, ConfigError) as exc:
             return exc
 
     return _cached(("q", spec.data_key(), float(spec.init_scale), int(spec.model.depth)), make)
@@ -231,13 +233,13 @@ class WoodworthLimit(Theorem):
         for r, spec in enumerate(run.runs):
             ref, w = q_alpha_reference(run, r), stored_predictor(run, r)
             if isinstance(ref, Exception) or w is None:
-                skipped.append(f"{spec.init_scale:.3g}")
+                why = "no diagonal-network parameters stored" if w is None else f"{type(ref).__name__}: {ref}"
+                skipped.append(f"alpha = {spec.init_scale:.3g} ({why})")
                 continue
             dist.append(relative_distance(w, ref.w))
             labels.append(f"alpha = {spec.init_scale:.3g}")
             notes.append(f"reference rounding error {ref.rounding_error:.2g}")
-        note = (f"left out, reference beyond float64 reach (ReferenceSolverError): alpha = {', '.join(skipped)}"
-                if skipped else "")
+        note = f"left out, no reference or no predictor: {'; '.join(skipped)}" if skipped else ""
         return [over_runs(self.title, "prediction",
                           f"GF limit = argmin Q_alpha^D s.t. Xw = y: ||w_GF - w_alpha|| / ||w_alpha|| (D = "
                           f"{run.spec.model.depth})", dist or None, "<=", self.tol, labels=labels,
@@ -279,13 +281,17 @@ class MirrorFlowPath(Theorem):
     def predictions(self, run) -> list[Verdict]:
         gaps = [self.gap(run, r) for r in range(run.n_runs)]
         labels = [f"alpha = {s.init_scale:.3g}" for s in run.runs]
+        flat = [f"{s.init_scale:.3g}" for s in run.runs if not s.init_scale > 0]
         return [over_runs(self.title, "prediction",
                           f"GF path = mirror-flow path: max_k ||w_GF(t_k) - w_MF(t_k)|| / ||w_GF(t_end)|| (D = "
                           f"{run.spec.model.depth})", gaps, "<=", self.tol, where="over the checkpoints",
-                          labels=labels)]
+                          labels=labels, note=f"no potential psi for alpha = {', '.join(flat)}" if flat else "")]
 
     def gap(self, run, r: int) -> float:
-        """max_k ||w_GF(t_k) - w_MF(t_k)|| / ||w_GF(t_end)|| of run r (nan without a trajectory)."""
+        """max_k ||w_GF(t_k) - w_MF(t_k)|| / ||w_GF(t_end)|| of run r (nan without a trajectory, or for alpha <= 0,
+        where the potential is undefined)."""
+        if not run.runs[r].init_scale > 0:
+            return math.nan
         path = mirror_flow_comparison(run, r, self.time_scale)
         if path is None:
             return math.nan
@@ -391,6 +397,16 @@ class GunasekarDiagonal(Theorem):
         L = np.asarray(run.results["loss"].values[r], dtype=float)[keep]
         return fitted_slope(np.log(np.log(1.0 / L)), np.log(np.asarray(values)[keep]))[0]
 
+    @staticmethod
+    def _references(run, r: int) -> dict[str, np.ndarray] | None:
+        """`max_margin_references`, None where the data are not separable (the prediction is then undefined)."""
+        from implicitbias.reference import NotSeparableError, ReferenceSolverError
+
+        try:
+            return max_margin_references(run, r)
+        except (NotSeparableError, ReferenceSolverError):
+            return None
+
     def predictions(self, run) -> list[Verdict]:
         depth, T, labels = int(run.spec.model.depth), self.title, run_labels(run)
         over = functools.partial(over_runs, T, "prediction", labels=labels)
@@ -401,8 +417,11 @@ class GunasekarDiagonal(Theorem):
             return [over(f"D = {depth}: a KKT point of the parameter-space margin problem (a stationary point of "
                          f"||w||_(2/{depth})) is approached: slope of log(KKT stationarity residual) against log "
                          "log(1/L)", slopes, "<", 0.0, where=late)]
-        refs = [max_margin_references(run, r) for r in range(run.n_runs)]
-        finals = [stored_predictor(run, r) for r in range(run.n_runs)]
+        refs = [self._references(run, r) for r in range(run.n_runs)]
+        finals = [None if ref is None else stored_predictor(run, r) for r, ref in enumerate(refs)]
+        unseparable = [labels[r] for r, ref in enumerate(refs) if ref is None]
+        over = functools.partial(over, note="no max-margin reference, data not separable: " + ", ".join(unseparable)
+                                 if unseparable else "")
         if depth == 1:
             t = final(run.results, "time")
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -410,7 +429,8 @@ class GunasekarDiagonal(Theorem):
                 bound = np.where(lt > 1.0, self.rate_constant * np.log(lt) / lt, np.nan)
             gaps = [math.nan if w is None else unit_distance(w, ref["l2"]) for w, ref in zip(finals, refs)]
             return [over("D = 1: w/||w|| -> the l2 hard-margin SVM direction: unit-vector distance", gaps, "<=", bound,
-                         note="bound: rate_constant x log log t / log t at the final t (Soudry et al. 2018)")]
+                         note=over.keywords["note"] or "bound: rate_constant x log log t / log t at the final t "
+                         "(Soudry et al. 2018)")]
         ratio, bound, slopes = [], [], []
         alphas = [float(spec.init_scale) for spec in run.runs]
         for r, (w, ref, alpha) in enumerate(zip(finals, refs, alphas)):
@@ -421,13 +441,15 @@ class GunasekarDiagonal(Theorem):
                 continue
             Z = run.data[r].y[:, None] * run.data[r].X
             ratio.append(float((Z @ w).min() / np.abs(w).sum() / ((Z @ ref["l1"]).min() / np.abs(ref["l1"]).sum())))
-            scale = math.log(float(np.abs(w).max()) / alpha**2)
+            top = float(np.abs(w).max())
+            scale = math.log(top / alpha**2) if alpha > 0 and top > 0 else math.nan  # alpha = 0: no bound
             bound.append(1.0 - self.rate_constant / scale if scale > 1.0 else math.nan)
             W = stored_predictor(run, r, trajectory=True)
             slopes.append(math.nan if W is None else self._trend(run, r, [unit_distance(v, ref["l1"]) for v in W]))
         return [
             over("D = 2: l1-normalised margin min_i y_i <w, x_i> / ||w||_1 against the l1 max-margin LP's", ratio,
-                 ">=", bound, note="bound: 1 - rate_constant / log(||w||_inf / alpha^2) (Q_alpha is l1 up to that)"),
+                 ">=", bound, note=over.keywords["note"] or "bound: 1 - rate_constant / log(||w||_inf / alpha^2) "
+                 "(Q_alpha is l1 up to that)"),
             over("D = 2: w/||w|| approaches the l1 max-margin direction: slope of log(unit-vector distance) against "
                  "log log(1/L)", slopes, "<", 0.0, where=late),
         ]

@@ -216,8 +216,11 @@ class VardiReluNeuron(Theorem):
         statement = f"small init: ||w0|| / ||w_min|| <= {self.init_ratio_max:g}"
         if w0 is None:
             return flag(self.title, "assumption", statement, None, "no stored trajectory: set keep_trajectory")
-        ratio = [float(np.linalg.norm(w0[r]) / np.linalg.norm(relu_min_norm(run.data[r])))
-                 for r in range(run.n_runs)]
+        try:
+            ratio = [float(np.linalg.norm(w0[r]) / np.linalg.norm(relu_min_norm(run.data[r])))
+                     for r in range(run.n_runs)]
+        except ValueError as exc:  # no w_min (labels not realisable): the scale of "small" is undefined
+            return flag(self.title, "assumption", statement, None, str(exc))
         return over_runs(self.title, "assumption", statement, ratio, "<=", self.init_ratio_max,
                          labels=run_labels(run), where="at init")
 
