@@ -25,6 +25,7 @@ class Dataset:
 
     X: (n, d) float64 inputs, rows x_i.  y: (n,) float64 labels, in {-1, +1} when task is
     "classification", real when "regression", class indices 0..k-1 when "multiclass".
+    Integer and float32 arrays are converted to float64 when the Dataset is built.
     X_test, y_test: a held-out set or None.
     info: generator-specific extras (the mean mu, a teacher v*, the true sparse w*, W* of matrix
     sensing, the number of redraws, ...), documented by each generator.
@@ -36,6 +37,16 @@ class Dataset:
     y_test: np.ndarray | None = None
     task: Task = "classification"
     info: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        # Integer and float16/32 arrays (a researcher's PyTorch tensors, pixel counts) hold exact float64 values:
+        # they become float64 here, so that `train` runs on those values whatever the input type (a float32
+        # method casts from there, exactly).  Anything else (bool, complex, strings) is left for `validate`
+        # to refuse by name.
+        for name in ("X", "y", "X_test", "y_test"):
+            a = getattr(self, name)
+            if a is not None and _real(np.asarray(a).dtype):
+                object.__setattr__(self, name, np.asarray(a, dtype=np.float64))
 
     @property
     def n(self) -> int:
@@ -71,6 +82,11 @@ class Dataset:
                     f"expected {self.X.shape[1]} columns like data.X"
                 )
         return self
+
+
+def _real(dtype: np.dtype) -> bool:
+    """Real numbers: integers and floats (not bool, not complex)."""
+    return np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)
 
 
 def _kind(a) -> str:
