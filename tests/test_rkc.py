@@ -10,6 +10,7 @@ import scipy.linalg as sla
 from implicitbias.training.rkc import (
     RKC2,
     CountingController,
+    GradientFlowTerm,
     erk_num_evaluations,
     gradient_flow_controller,
     rkc_num_evaluations,
@@ -189,3 +190,60 @@ def test_counts_are_exact():
     sol = run(diffrax.Tsit5(), diffrax.PIDController(rtol=1e-5, atol=1e-8), 5.0)
     assert int(sol.stats["num_rejected_steps"]) > 0
     assert 0 <= calls["n"] - int(erk_num_evaluations(sol)) <= 2
+
+
+def test_stop_below_ends_where_an_event_would():
+    """RKC2(stop_below=tol) on a GradientFlowTerm stops at the same step as a boolean Event(L < tol), with
+    the same counts, and makes no evaluation beyond the counted ones (host counter), also under vmap."""
+    calls = {"n": 0}
+
+    def bump():
+        calls["n"] += 1
+
+    rng = np.random.default_rng(4)
+    n = 6
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    A = jnp.asarray((Q * np.logspace(-2, 1, n)) @ Q.T)
+    loss = lambda y: 0.5 * y @ (A @ y) + 0.05 * jnp.sum(y**4)
+    tol = 1e-3
+
+    def value_and_field(t, y, args):
+        jax.debug.callback(bump)
+        value, g = jax.value_and_grad(loss)(y)
+        return value, -g
+
+    def solve(y0, stop_below):
+        ctrl = CountingController(diffrax.PIDController(rtol=1e-6, atol=1e-9))
+        if stop_below:
+            term, solver, event = GradientFlowTerm(value_and_field), RKC2(report_evals=True, stop_below=tol), None
+        else:
+            term = diffrax.ODETerm(lambda t, y, args: value_and_field(t, y, args)[1])
+            solver, event = RKC2(report_evals=True), diffrax.Event(lambda t, y, args, **kw: loss(y) < tol)
+        sol = diffrax.diffeqsolve(term, solver, 0.0, 1e4, 0.01, y0, stepsize_controller=ctrl, event=event,
+                                  max_steps=10**5, saveat=diffrax.SaveAt(t1=True, solver_state=True,
+                                                                         controller_state=True))
+        return sol.ts[-1], sol.ys[-1], rkc_num_evaluations(sol)["total"], sol.stats["num_steps"], sol.result
+
+    y0s = jnp.asarray(rng.standard_normal((3, n)) * np.array([[1.0], [0.3], [3.0]]))
+    with_stop, with_event = jax.jit(lambda y: solve(y, True)), jax.jit(lambda y: solve(y, False))
+    t_v, y_v, n_v, _, _ = jax.jit(jax.vmap(lambda y: solve(y, True)))(y0s)
+    for i, y0 in enumerate(y0s):
+        calls["n"] = 0
+        t_s, y_s, n_s, steps_s, result_s = jax.block_until_ready(with_stop(y0))
+        jax.effects_barrier()
+        assert int(n_s) == calls["n"]
+        t_e, y_e, n_e, steps_e, result_e = with_event(y0)
+        assert result_s == diffrax.RESULTS.event_occurred and result_e == diffrax.RESULTS.event_occurred
+        assert float(t_s) == float(t_e) < 1e4 and int(n_s) == int(n_e) and int(steps_s) == int(steps_e)
+        np.testing.assert_allclose(np.asarray(y_s), np.asarray(y_e), rtol=1e-14, atol=0)
+        assert float(loss(y_s)) < tol
+        # batched: the same steps, up to rounding
+        assert int(n_v[i]) == int(n_s)
+        np.testing.assert_allclose(float(t_v[i]), float(t_s), rtol=1e-10)
+        np.testing.assert_allclose(np.asarray(y_v[i]), np.asarray(y_s), rtol=1e-10, atol=1e-14)
+
+    with pytest.raises(ValueError, match="report_evals"):
+        RKC2(stop_below=tol)
+    with pytest.raises(TypeError, match="GradientFlowTerm"):
+        jax.eval_shape(lambda y: _solve(diffrax.ODETerm(lambda t, y, args: -y), RKC2(report_evals=True, stop_below=tol),
+                                        CountingController(diffrax.PIDController(rtol=1e-6, atol=1e-9)), y, 1.0), y0s[0])

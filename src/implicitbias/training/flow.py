@@ -2,8 +2,10 @@
 `implicitbias.training.methods.GradientFlow`).
 
 `advance(carry, t_target, ...)` integrates one member from its current time to `t_target` with an
-adaptive step and a PID controller (rtol, atol), stopping early through a diffrax `Event` when the
-loss falls below `loss_tol`.  Each chunk starts with the average accepted step of the previous
+adaptive step and a PID controller (rtol, atol), stopping early when the loss falls below `loss_tol`:
+RKC2 reads the loss from the gradient evaluation it makes at the end of every step anyway
+(`jax.value_and_grad`, `rkc.GradientFlowTerm`); the other solvers use a diffrax `Event`, which costs
+one more forward pass per step.  Each chunk starts with the average accepted step of the previous
 one.  The carry counts solver steps and gradient (vector-field) evaluations.
 
 With `clock="loss"` the solver integrates the same trajectory in the rescaled time s (ds = L dt),
@@ -15,7 +17,8 @@ recorded `time` is the physical time t.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import diffrax
 import jax
@@ -36,11 +39,12 @@ EVALS_PER_STEP = {"tsit5": 6, "dopri5": 6}
 LOG_T_MAX = 600.0
 
 
-def make_solver(method: GradientFlow):
+def make_solver(method: GradientFlow, stop_below=None):
+    """The diffrax solver of `method`; RKC2 also makes the stop test (value < `stop_below`, None: none)."""
     if method.solver == "rkc":
         from implicitbias.training.rkc import RKC2
 
-        return RKC2(report_evals=True)
+        return RKC2(report_evals=True, stop_below=stop_below)
     return {
         "tsit5": diffrax.Tsit5,
         "dopri5": diffrax.Dopri5,
@@ -70,7 +74,6 @@ def chunk_evaluations(method: GradientFlow, sol) -> jnp.ndarray:
 
 def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
     """(init_carry, advance) for one member; the caller vmaps and jits them."""
-    solver = make_solver(method)
     max_time = jnp.inf if stop.max_time is None else stop.max_time
     loss_clock = method.clock == "loss"
 
@@ -83,8 +86,8 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
             atol = method.atol
         return {
             "theta": theta,
-            "t": jnp.asarray(0.0),
-            "t_phys": jnp.asarray(0.0),
+            "t": jnp.asarray(0.0, dtype=float),  # not weakly typed: advance returns a strong f64
+            "t_phys": jnp.asarray(0.0, dtype=float),
             "dt": jnp.asarray(method.dt0, dtype=float),
             "atol": jnp.asarray(atol, dtype=float),
             "step": jnp.asarray(0, jnp.int64),
@@ -97,38 +100,20 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
 
     def advance(carry, t_target, hp, const, X, y):
         risk = lambda th: problem.risk(hp, th, const, X, y)
-        grad = jax.grad(risk)
-        if loss_clock:
-            # the same trajectory in the rescaled time s, ds = L dt: d theta/ds = -grad L / L, dt/ds = 1 / L
-            log_risk = lambda th: problem.log_risk(hp, th, const, X, y)
-
-            def field(s, state, args):
-                # grad L / L = grad log L, evaluated in log space so that it stays finite as L underflows
-                logL, g = jax.value_and_grad(log_risk)(state["theta"])
-                return {"theta": jax.tree_util.tree_map(jnp.negative, g), "t_phys": jnp.exp(-logL)}
-
-            y0 = {"theta": carry["theta"], "t_phys": carry["t_phys"]}
-            unpack = lambda state: (state["theta"], state["t_phys"])
-        else:
-            field = lambda t, th, args: jax.tree_util.tree_map(jnp.negative, grad(th))
-            y0 = carry["theta"]
-            unpack = lambda th: (th, None)
-        term = diffrax.ODETerm(field)
+        ode = _ode(problem, loss_clock, stop, hp, const, X, y)
+        y0 = ode.y0(carry)
         running = carry["status"] == Status.RUNNING
         t0 = carry["t"]
         t1 = jnp.where(running, jnp.minimum(t_target, max_time), t0)
         active = t1 > t0
+        term, solver, event = _term_solver_event(method, ode)
+        done_at_start = jnp.asarray(False)
+        if event is None and ode.stop_below is not None:
+            # RKC2 tests the end of every step; the start is tested here, once per chunk
+            done_at_start = active & (ode.value(y0) < ode.stop_below)
+        solving = active & ~done_at_start
         # a member with nothing to do integrates over a dummy unit interval and is discarded below
-        t1_solve = jnp.where(active, t1, t0 + 1.0)
-        event = None
-        if loss_clock:
-            # stop before the physical time t = int ds / L leaves the float64 range (log L < -LOG_T_MAX)
-            tol = jnp.log(stop.loss_tol) if stop.loss_tol > 0 else -LOG_T_MAX
-            floor = jnp.maximum(tol, -LOG_T_MAX)
-            event = diffrax.Event(
-                lambda t, state, args, **kw: problem.log_risk(hp, unpack(state)[0], const, X, y) < floor)
-        elif stop.loss_tol > 0:
-            event = diffrax.Event(lambda t, state, args, **kw: risk(unpack(state)[0]) < stop.loss_tol)
+        t1_solve = jnp.where(solving, t1, t0 + 1.0)
         controller = make_controller(method, carry["atol"], loss_clock)
         sol = diffrax.diffeqsolve(
             term,
@@ -144,7 +129,7 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
             adjoint=diffrax.ForwardMode(),
             throw=False,
         )
-        theta, t_phys = unpack(jax.tree_util.tree_map(lambda leaf: leaf[-1], sol.ys))
+        theta, t_phys = ode.unpack(jax.tree_util.tree_map(lambda leaf: leaf[-1], sol.ys))
         t_end = sol.ts[-1]
         t_phys = t_end if t_phys is None else t_phys
         L = risk(theta)
@@ -156,21 +141,72 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
             bad,
             Status.DIVERGED,
             jnp.where(event_hit, Status.CONVERGED, jnp.where(ok, Status.RUNNING, Status.SOLVER_FAILED)),
-        ).astype(jnp.int32)
+        )
+        status = jnp.where(done_at_start, Status.CONVERGED, status).astype(jnp.int32)
         accepted = sol.stats["num_accepted_steps"]
-        keep = active & ~bad
+        keep = solving & ~bad
         new = {
             **carry,
             "theta": tree_where(keep, theta, carry["theta"]),
             "t": jnp.where(keep, t_end, t0),
             "t_phys": jnp.where(keep, t_phys, carry["t_phys"]),
             "dt": jnp.where(keep & (accepted > 0), (t_end - t0) / jnp.maximum(accepted, 1), carry["dt"]),
-            "step": carry["step"] + jnp.where(active, sol.stats["num_steps"], 0),
-            "evals": carry["evals"] + jnp.where(active, chunk_evaluations(method, sol), 0),
-            "fail_step": jnp.where(active & bad, carry["step"], carry["fail_step"]),
+            "step": carry["step"] + jnp.where(solving, sol.stats["num_steps"], 0),
+            "evals": carry["evals"] + jnp.where(solving, chunk_evaluations(method, sol), 0),
+            "fail_step": jnp.where(solving & bad, carry["step"], carry["fail_step"]),
             "status": jnp.where(active, status, carry["status"]),
             "loss": jnp.where(keep, L, carry["loss"]),
         }
         return new
 
     return init_carry, advance
+
+
+class _ODE(NamedTuple):
+    """The gradient-flow ODE of one member in the clock of the method, with the value its stop test reads."""
+
+    value_and_field: Callable  # (t, state, args) -> (value, d state/dt)
+    value: Callable  # state -> value
+    y0: Callable  # carry -> initial state
+    unpack: Callable  # state -> (theta, physical time or None)
+    stop_below: Any  # stop once value < stop_below; None: never
+
+
+def _ode(problem: Problem, loss_clock: bool, stop: Stop, hp, const, X, y) -> _ODE:
+    if loss_clock:
+        # the same trajectory in the rescaled time s, ds = L dt: d theta/ds = -grad L / L, dt/ds = 1 / L
+        log_risk = lambda th: problem.log_risk(hp, th, const, X, y)
+
+        def value_and_field(s, state, args):
+            # grad L / L = grad log L, evaluated in log space so that it stays finite as L underflows
+            logL, g = jax.value_and_grad(log_risk)(state["theta"])
+            return logL, {"theta": jax.tree_util.tree_map(jnp.negative, g), "t_phys": jnp.exp(-logL)}
+
+        # stop before the physical time t = int ds / L leaves the float64 range (log L < -LOG_T_MAX)
+        tol = jnp.log(stop.loss_tol) if stop.loss_tol > 0 else -LOG_T_MAX
+        return _ODE(value_and_field, lambda state: log_risk(state["theta"]),
+                    lambda carry: {"theta": carry["theta"], "t_phys": carry["t_phys"]},
+                    lambda state: (state["theta"], state["t_phys"]), jnp.maximum(tol, -LOG_T_MAX))
+    risk = lambda th: problem.risk(hp, th, const, X, y)
+
+    def value_and_field(t, th, args):
+        L, g = jax.value_and_grad(risk)(th)
+        return L, jax.tree_util.tree_map(jnp.negative, g)
+
+    return _ODE(value_and_field, risk, lambda carry: carry["theta"], lambda th: (th, None),
+                stop.loss_tol if stop.loss_tol > 0 else None)
+
+
+def _term_solver_event(method: GradientFlow, ode: _ODE):
+    """RKC2 stops after the first accepted step whose end has value < stop_below, reading the value from the
+    gradient evaluation it makes there anyway (`rkc.GradientFlowTerm`); the other solvers stop through a
+    diffrax Event, which evaluates the value once more after every step."""
+    if method.solver == "rkc":
+        from implicitbias.training.rkc import GradientFlowTerm
+
+        return GradientFlowTerm(ode.value_and_field), make_solver(method, ode.stop_below), None
+    term = diffrax.ODETerm(lambda t, state, args: ode.value_and_field(t, state, args)[1])
+    event = None
+    if ode.stop_below is not None:
+        event = diffrax.Event(lambda t, state, args, **kw: ode.value(state) < ode.stop_below)
+    return term, make_solver(method), event

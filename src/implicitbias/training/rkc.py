@@ -79,7 +79,9 @@ complete count, ``controller_state=True``). With a plain ``diffrax.PIDController
 accepted-step count and an ``estimate``. For a diffrax FSAL Runge--Kutta solver (Tsit5, Dopri5) use
 :func:`erk_num_evaluations`: 6 · num_steps + 1.
 Both counts are checked against a host-side call counter in ``tests/test_rkc.py``. A diffrax Event's
-cond_fn (e.g. the loss) is evaluated once per step on top of this, and is not counted here.
+cond_fn (e.g. the loss) is evaluated once per step on top of this, and is not counted here; to stop a
+gradient flow when the loss is small, use ``RKC2(stop_below=tol)`` on a :class:`GradientFlowTerm`
+instead, which reads the loss from the evaluation of F(y_{n+1}) that the step makes anyway.
 
 All loops (power iteration, Chebyshev coefficients, stages) are ``lax.while_loop`` with traced trip counts,
 so the solver works under ``jax.jit`` and ``jax.vmap`` (over a batch, the loop runs as long as the longest
@@ -106,6 +108,7 @@ from jax import lax
 
 __all__ = [
     "RKC2",
+    "GradientFlowTerm",
     "CountingController",
     "CountState",
     "ScaledAtolController",
@@ -192,14 +195,55 @@ def _chebyshev_end(w0, s):
 # --------------------------------------------------------------------------------------------------------
 
 
+class GradientFlowTerm(diffrax.AbstractTerm):
+    """The ODE term dy/dt = F(t, y, args) of a vector field computed together with a scalar value: for gradient
+    flow F = -∇L and the value is the loss L, both from one ``jax.value_and_grad``.
+
+    `value_and_vector_field(t, y, args)` returns ``(value, F)``. To diffrax this is
+    ``ODETerm(lambda t, y, args: value_and_vector_field(t, y, args)[1])`` (the value of the stage evaluations is
+    dead code, removed by XLA); :class:`RKC2` with `stop_below` also reads the value at the end of each step,
+    from the evaluation it makes there anyway (first same as last).
+    """
+
+    value_and_vector_field: Callable
+
+    def vf(self, t, y, args):
+        out = self.value_and_vector_field(t, y, args)[1]
+        if jtu.tree_structure(out) != jtu.tree_structure(y):
+            raise ValueError("GradientFlowTerm: the vector field must return a pytree with the structure of y")
+        return out
+
+    def contr(self, t0, t1, **kwargs):
+        return t1 - t0
+
+    def prod(self, vf, control):
+        return jtu.tree_map(lambda v: control * v, vf)
+
+
+def _value_and_vf(terms, t, y, args):
+    """(value, F(t, y)) of the :class:`GradientFlowTerm` in `terms`.
+
+    `diffeqsolve` hands the solver its term wrapped for the direction of time (a private diffrax class that
+    calls the field at t · direction); the control of the wrapped term over [0, t] is that time, t · direction.
+    """
+    is_term = lambda x: isinstance(x, GradientFlowTerm)
+    found = [x for x in jtu.tree_leaves(terms, is_leaf=is_term) if is_term(x)]
+    if len(found) != 1:
+        raise TypeError(f"RKC2(stop_below=...) needs a GradientFlowTerm (which has a value), got {terms}")
+    term = found[0]
+    return term.value_and_vector_field(t if term is terms else terms.contr(0.0, t), y, args)
+
+
 class _ErrorWithCount(eqx.Module):
-    """The error estimate of one step together with the number of vector-field evaluations it used.
+    """The error estimate of one step together with the number of vector-field evaluations it used and
+    whether its end point passes the stop test (1.0) or not (0.0; None without a stop test).
 
     Only produced when ``RKC2(report_evals=True)``; unpacked by :class:`CountingController`.
     """
 
     error: Any
     count: Any
+    stop: Any = None
 
 
 class RKC2(diffrax.AbstractAdaptiveSolver):
@@ -231,6 +275,11 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
     - `report_evals`: if True, the error estimate handed to the step-size controller carries the number
       of evaluations of the step; the controller must then be a :class:`CountingController` (possibly
       wrapping other controllers), e.g. from :func:`gradient_flow_controller`.
+    - `stop_below`: stop the solve after the first accepted step whose end point has a term value below this
+      (the term must be a :class:`GradientFlowTerm`; needs `report_evals`): the solution then ends there
+      with ``RESULTS.event_occurred``, as with a boolean ``diffrax.Event(lambda t, y, args, **kw: value(y) <
+      stop_below)`` -- except at t0, which the caller tests itself -- but without the Event's extra
+      evaluation of the value at every step: the value comes with F(y_{n+1}), which is evaluated anyway.
 
     The solver state is a dict: ``num_vf_evals`` is the cumulative number of vector-field evaluations of
     `init` and of all accepted steps, ``init_evals`` those of `init` alone, ``rho`` the current ρ estimate
@@ -253,6 +302,12 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
     skip_margin: float = 4.0
     spectral_radius: Callable | None = None
     report_evals: bool = eqx.field(static=True, default=False)
+    stop_below: float | None = None
+
+    def __check_init__(self):
+        if self.stop_below is not None and not self.report_evals:
+            raise ValueError("RKC2(stop_below=...) needs report_evals=True and a CountingController, which turns the "
+                             "stop into RESULTS.event_occurred")
 
     def order(self, terms):
         return 2
@@ -390,7 +445,11 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
         y1 = out[1]
         evals = evals + (s - 1).astype(_idt())
 
-        f1 = terms.vf(t1, y1, args)
+        if self.stop_below is None:
+            f1, stop = terms.vf(t1, y1, args), None
+        else:
+            value1, f1 = _value_and_vf(terms, t1, y1, args)
+            stop = jnp.where(value1 < self.stop_below, 1.0, 0.0)
         evals = evals + 1
         k1 = terms.prod(f1, control)
         y_error = jtu.tree_map(lambda a, b, p, q: (12.0 * (a - b) + 6.0 * (p + q)) / 15.0, y0, y1, k0, k1)
@@ -408,7 +467,7 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
         )
         dense_info = dict(y0=y0, y1=y1, k0=k0, k1=k1)
         if self.report_evals:
-            y_error = _ErrorWithCount(y_error, evals)
+            y_error = _ErrorWithCount(y_error, evals, stop)
         return y1, y_error, dense_info, new_state, diffrax.RESULTS.successful
 
 
@@ -432,6 +491,10 @@ class CountingController(diffrax.AbstractAdaptiveStepSizeController):
     ``attempted_evals`` is the number of vector-field evaluations made by all accepted *and rejected*
     steps (not including `init`). Save it with ``SaveAt(..., controller_state=True)`` and read it with
     :func:`rkc_num_evaluations`.
+
+    It also ends the solve for ``RKC2(stop_below=...)``: an accepted step whose end passes the solver's stop
+    test gets ``RESULTS.event_occurred``. (The controller, not the solver, has to say it: diffrax replaces
+    an okay solver result by the controller's, and only the controller knows whether the step is kept.)
     """
 
     controller: diffrax.AbstractAdaptiveStepSizeController
@@ -458,13 +521,17 @@ class CountingController(diffrax.AbstractAdaptiveStepSizeController):
     def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
         inner, total = controller_state.inner, controller_state.attempted_evals
         if isinstance(y_error, _ErrorWithCount):
-            err, count = y_error.error, y_error.count
+            err, count, stop = y_error.error, y_error.count, y_error.stop
         else:
-            err, count = y_error, 0
+            err, count, stop = y_error, 0, None
         keep, tprev, tnext, made_jump, inner, result = self.controller.adapt_step_size(
             t0, t1, y0, y1_candidate, args, err, error_order, inner
         )
         count = jnp.asarray(count).astype(total.dtype)
+        if stop is not None:
+            # a float after diffrax's NaN check on the error estimate: 1.0 is a stop
+            stopped = keep & (stop > 0.5) & (result == diffrax.RESULTS.successful)
+            result = diffrax.RESULTS.where(stopped, diffrax.RESULTS.event_occurred, result)
         return keep, tprev, tnext, made_jump, CountState(inner, total + count), result
 
 
