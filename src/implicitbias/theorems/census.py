@@ -75,8 +75,9 @@ class CensusTheorem7(Theorem):
         trials = {spec.trial for spec in run.runs}
         members = self._members(run)
         kept = sorted({run.runs[r].trial for r in members})
-        note = (f"{len(kept)} of {len(trials)} trials have every angle between v* and an x_i < "
-                f"{self.max_data_angle:.4g} rad; checked here: the trials whose data "
+        meet = len(kept) if self.subset == "within" else len(trials) - len(kept)
+        note = (f"{meet} of {len(trials)} trials have every angle between v* and an x_i < "
+                f"{self.max_data_angle:.4g} rad; checked here: the {len(kept)} trials whose data "
                 + ("meet it" if self.subset == "within" else "violate it"))
         ok = None if not kept else self.subset == "within"
         return [flag(self.title, "assumption", f"every angle between v* and an x_i < {self.max_data_angle:.4g} rad "
