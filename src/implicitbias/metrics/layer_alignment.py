@@ -9,6 +9,7 @@ u_1 and v_1 are the top left and right singular vectors. Pure JAX, usable under 
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from implicitbias._spec import ConfigError
 
@@ -36,3 +37,14 @@ def layer_alignment(Ws) -> jnp.ndarray:
         value = jnp.abs(jnp.dot(vt_up[0], u_low[:, 0]))
         out.append(jnp.where((s_low[0] > 0) & (s_up[0] > 0), value, 0.0))
     return jnp.stack(out)
+
+
+def layer_alignment_host(Ws) -> np.ndarray:
+    """`layer_alignment` with NumPy on the host, for stacks of layers: each W_i of shape (..., d_i, d_{i-1}) with
+    the same leading axes; returns shape (..., L-1)."""
+    tops = [np.linalg.svd(np.asarray(W, dtype=float), full_matrices=False) for W in Ws]
+    out = []
+    for (u_low, s_low, _), (_, s_up, vt_up) in zip(tops[:-1], tops[1:]):
+        value = np.abs(np.sum(vt_up[..., 0, :] * u_low[..., :, 0], axis=-1))
+        out.append(np.where((s_low[..., 0] > 0) & (s_up[..., 0] > 0), value, 0.0))
+    return np.stack(out, axis=-1)

@@ -9,6 +9,7 @@ so that a run that collapses to W = 0 records numbers, not NaN.
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 
 def singular_values(W) -> jnp.ndarray:
@@ -76,3 +77,29 @@ def singular_value_ratio(W, k: int) -> jnp.ndarray:
     if k > s.shape[0]:
         return jnp.zeros((), s.dtype)
     return _safe_divide(s[k - 1], s[0])
+
+
+def spectral_summary(s) -> dict:
+    """Every recorded spectral metric from singular values `s` (NumPy, shape (..., k), non-increasing along the
+    last axis, as `np.linalg.svd(W, compute_uv=False)` returns them for a stack of matrices W): frobenius,
+    spectral, nuclear, stable_rank, numerical_rank (tol 1e-6), effective_rank, sigma2_ratio, sigma3_ratio.
+    The same definitions and zero-matrix conventions as the JAX functions above, on the host."""
+    s = np.asarray(s, dtype=float)
+    top = s[..., 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        total = np.sum(s, axis=-1)
+        p = np.where(total[..., None] > 0, s / np.where(total > 0, total, 1.0)[..., None], 0.0)
+        plogp = np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)
+    safe = np.where(top > 0, top, 1.0)
+    sq = np.sum(s * s, axis=-1)
+    out = {
+        "frobenius": np.sqrt(sq),
+        "spectral": top,
+        "nuclear": total,
+        "stable_rank": np.where(top > 0, sq / (safe * safe), 0.0),
+        "numerical_rank": np.sum(s > 1e-6 * top[..., None], axis=-1),
+        "effective_rank": np.where(top > 0, np.exp(-np.sum(plogp, axis=-1)), 0.0),
+    }
+    for k in (2, 3):
+        out[f"sigma{k}_ratio"] = s[..., k - 1] / safe if s.shape[-1] >= k else np.zeros_like(top)
+    return out

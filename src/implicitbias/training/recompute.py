@@ -45,7 +45,7 @@ def recompute(ds: xr.Dataset, spec, data) -> dict[str, np.ndarray]:
         theta = {k[len("trajectory.theta."):]: jnp.asarray(ds[k].values[0]) for k in traj}
     else:
         theta = {k[len("theta."):]: jnp.asarray(ds[k].values[0:1]) for k in ds.data_vars if k.startswith("theta.")}
-    rows = jax.device_get(_record(recorder)(hp, theta, const, X, y, Xt, yt, ref))
+    rows = recorder.host(jax.device_get(_record(recorder)(hp, theta, const, X, y, Xt, yt, ref)))
     out = {k: np.asarray(v)[None, :] if traj else np.asarray(v) for k, v in rows.items()}
     if "kkt_stationarity" in ds and not traj:
         last = {k: np.asarray(v) for k, v in theta.items()}

@@ -1,7 +1,10 @@
 """What is recorded at every checkpoint (SCIENCE.md section 0, S10, S11).
 
 `Recorder.record` is traced and vmapped over the runs of a batch: it returns a flat dict of scalar
-metrics for one run.  `Recorder.kkt_host` adds the KKT residual of S10 (an NNLS on the host) for
+metrics for one run, plus the weight matrices under `MATRIX`-prefixed keys; `Recorder.host` turns those
+into the spectral metrics with NumPy on the host (LAPACK through NumPy takes ~1 ms for the SVD of a
+200 x 64 matrix, where the SVD compiled by XLA for the CPU took ~140 ms, and it leaves it out of the
+compiled recorder).  `Recorder.kkt_host` adds the KKT residual of S10 (an NNLS on the host) for
 homogeneous classification models.  Metric names:
 
 loss, test_loss, accuracy, test_accuracy, param_norm;
@@ -20,6 +23,7 @@ kkt_stationarity, kkt_complementarity (NaN while some margin is <= 0, where the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import jax
@@ -27,9 +31,29 @@ import jax.numpy as jnp
 import numpy as np
 
 from implicitbias import metrics as M
+from implicitbias.metrics.layer_alignment import layer_alignment_host
+from implicitbias.metrics.spectral import spectral_summary
 from implicitbias.models.linear import DeepLinear
 from implicitbias.models.two_layer import TwoLayer
 from implicitbias.training.problem import Problem, tree_norm
+
+
+@functools.cache
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def _one_blas_thread():
+    """Small host-side factorisations run on one BLAS thread: a multi-threaded OpenBLAS competing with
+    XLA's own thread pool made the SVD of a 200 x 64 matrix 13 ms instead of 0.35 ms here."""
+    return _blas_controller().limit(limits=1, user_api="blas")
+
+
+#: key prefixes of the matrices `record` hands to `host`
+MATRIX = "matrix:"
+LAYER = "layer:"
 
 
 @dataclass(frozen=True)
@@ -59,7 +83,7 @@ class Recorder:
                 out["test_accuracy"] = (jnp.mean(_multiclass_margins(pred_t, yt) > 0) if multiclass
                                         else M.accuracy(pred_t, yt))
         for name, W in model.weight_matrices(theta, const).items():
-            out.update(_spectral(name, W))
+            out[MATRIX + name] = W  # spectral metrics: `host`
         z = model.linear_predictor(theta, const)
         if z is not None and z.shape[-1] == X.shape[-1] and z.ndim == 1:
             out["z_norm"] = jnp.linalg.norm(z)
@@ -71,9 +95,31 @@ class Recorder:
         if isinstance(model, TwoLayer):
             out.update(_neurons(model, theta, const, X))
         if isinstance(model, DeepLinear) and model.depth >= 2:
-            out.update(_layer_alignment(theta, model.depth))
+            out.update({f"{LAYER}W{i}": theta[f"W{i}"] for i in range(1, model.depth + 1)})  # alignment: `host`
         if self.has_reference:
             out.update(self.with_reference(hp, theta, const, reference))
+        return out
+
+    @staticmethod
+    def host(row: dict) -> dict:
+        """The recorded row with its matrices replaced by their spectral metrics (and the layer alignment of
+        deep linear networks), computed with NumPy; arrays may carry leading axes (runs, checkpoints)."""
+        with _one_blas_thread():
+            return Recorder._host(row)
+
+    @staticmethod
+    def _host(row: dict) -> dict:
+        out = {k: v for k, v in row.items() if not k.startswith((MATRIX, LAYER))}
+        for key in row:
+            if key.startswith(MATRIX):
+                name = key[len(MATRIX):]
+                values = spectral_summary(np.linalg.svd(np.asarray(row[key]), compute_uv=False))
+                out.update({f"{name}.{metric}": v for metric, v in values.items()})
+        layers = [np.asarray(row[k]) for k in sorted((k for k in row if k.startswith(LAYER)),
+                                                     key=lambda k: int(k[len(LAYER) + 1:]))]
+        if layers:
+            values = layer_alignment_host(layers)
+            out.update({f"alignment_W{i + 1}_W{i}": values[..., i - 1] for i in range(1, len(layers))})
         return out
 
     def with_reference(self, hp, theta, const, reference) -> dict:
@@ -86,6 +132,10 @@ class Recorder:
         return self.problem.member_model(mparams).apply(theta, const, x)
 
     def kkt_host(self, hp, theta, const, X, y) -> dict:
+        with _one_blas_thread():
+            return self._kkt_host(hp, theta, const, X, y)
+
+    def _kkt_host(self, hp, theta, const, X, y) -> dict:
         model = self.problem.model
         if not self.classification or model.homogeneity is None or self.problem.loss.task != "classification":
             return {}
@@ -103,33 +153,11 @@ class Recorder:
         return {"kkt_stationarity": stat, "kkt_complementarity": comp}
 
 
-def _spectral(name: str, W) -> dict:
-    s = M.singular_values(W)
-    fro = jnp.sqrt(jnp.sum(s**2))
-    top = jnp.where(s[0] > 0, s[0], 1.0)
-    out = {
-        f"{name}.frobenius": fro,
-        f"{name}.spectral": s[0],
-        f"{name}.nuclear": jnp.sum(s),
-        f"{name}.stable_rank": M.stable_rank(W),
-        f"{name}.numerical_rank": M.numerical_rank(W),
-        f"{name}.effective_rank": M.effective_rank(W),
-    }
-    for k in (2, 3):
-        out[f"{name}.sigma{k}_ratio"] = s[k - 1] / top if s.shape[0] >= k else jnp.zeros(())
-    return out
-
-
 def _multiclass_margins(scores, labels):
     """q_i = s_{y_i} - max_{c != y_i} s_c: the multiclass margin of scores (n, k) with labels 0..k-1 (n,)."""
     idx = jnp.asarray(labels).astype(jnp.int32)[:, None]
     own = jnp.take_along_axis(scores, idx, axis=1)[:, 0]
     return own - jnp.max(jnp.where(jnp.arange(scores.shape[1]) == idx, -jnp.inf, scores), axis=1)
-
-
-def _layer_alignment(theta, depth: int) -> dict:
-    values = M.layer_alignment([theta[f"W{i}"] for i in range(1, depth + 1)])
-    return {f"alignment_W{i + 1}_W{i}": values[i - 1] for i in range(1, depth)}
 
 
 def _neurons(model: TwoLayer, theta, const, X) -> dict:

@@ -118,7 +118,7 @@ def train(
     active = _Active(hp_j, const, X, y, batched, enabled=compact and method.is_adaptive)
     for target in grid:
         carry = active.advance(advance, carry, target)
-        rows.append(jax.device_get(record(hp_j, carry["theta"], const, X, y, Xt, yt, ref)))
+        rows.append(recorder.host(jax.device_get(record(hp_j, carry["theta"], const, X, y, Xt, yt, ref))))
         rows[-1] = {**rows[-1], **method.clock_readings(carry, hp)}
         kkt_rows.append(recorder.kkt_host(hp, carry["theta"], const, X, y) if kkt else {})
         ticks.append(target)
