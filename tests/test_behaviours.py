@@ -95,15 +95,16 @@ def test_gd_batch_with_one_diverging_learning_rate_reports_it_and_leaves_the_oth
 
 def test_gradient_flow_batch_with_one_overflowing_member_reports_it_and_leaves_the_others_as_run_alone():
     """Gradient flow decreases the loss, so a member can fail only numerically: at init scale 1000 the exponential
-    loss of some margins exceeds e^709 and overflows.  That member is diverged at step 0; the others go on.
-    (max_solver_steps is small because the overflowing member spends all of them before it is marked diverged.)"""
+    loss of some margins exceeds e^709 and overflows.  That member is diverged at step 0, without a single solver
+    step (an adaptive solve would spend all of max_solver_steps on it); the others go on."""
     data = _classification(n=6, d=3)
     scales = [0.5, 1000.0, 1.0, 2.0]  # after the first chunk the three running members go on as a group of 4
-    kw = dict(method=GradientFlow(solver="tsit5", rtol=1e-8, max_solver_steps=500), stop=Stop(max_time=4.0),
+    kw = dict(method=GradientFlow(solver="tsit5", rtol=1e-8), stop=Stop(max_time=4.0),
               checkpoints=4, kkt=False)
     ds = train(Linear(), data, EXPONENTIAL, batch={"init_scale": scales}, **kw)
     assert list(ds.status_name.values) == ["budget", "diverged", "budget", "budget"]
     assert list(ds.fail_step.values) == [-1, 0, -1, -1]
+    assert int(ds.grad_evals.values[1, -1]) == 0 and int(ds.step.values[1, -1]) == 0
     message = str(ds.message.values[1])
     assert "diverged at step 0 (t = 0)" in message and "method.rtol" in message, message
     assert list(ds.message.values[[0, 2, 3]]) == ["", "", ""]

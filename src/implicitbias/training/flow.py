@@ -111,7 +111,10 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
         if event is None and ode.stop_below is not None:
             # RKC2 tests the end of every step; the start is tested here, once per chunk
             done_at_start = active & (ode.value(y0) < ode.stop_below)
-        solving = active & ~done_at_start
+        # a member whose loss is already non-finite has diverged: it is not integrated (an adaptive solve would
+        # spend all of max_solver_steps on it, and its batch would wait)
+        broken = active & ~jnp.isfinite(carry["loss"])
+        solving = active & ~done_at_start & ~broken
         # a member with nothing to do integrates over a dummy unit interval and is discarded below
         t1_solve = jnp.where(solving, t1, t0 + 1.0)
         controller = make_controller(method, carry["atol"], loss_clock)
@@ -142,7 +145,8 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
             Status.DIVERGED,
             jnp.where(event_hit, Status.CONVERGED, jnp.where(ok, Status.RUNNING, Status.SOLVER_FAILED)),
         )
-        status = jnp.where(done_at_start, Status.CONVERGED, status).astype(jnp.int32)
+        status = jnp.where(done_at_start, Status.CONVERGED, status)
+        status = jnp.where(broken, Status.DIVERGED, status).astype(jnp.int32)
         accepted = sol.stats["num_accepted_steps"]
         keep = solving & ~bad
         new = {
@@ -153,7 +157,7 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
             "dt": jnp.where(keep & (accepted > 0), (t_end - t0) / jnp.maximum(accepted, 1), carry["dt"]),
             "step": carry["step"] + jnp.where(solving, sol.stats["num_steps"], 0),
             "evals": carry["evals"] + jnp.where(solving, chunk_evaluations(method, sol), 0),
-            "fail_step": jnp.where(solving & bad, carry["step"], carry["fail_step"]),
+            "fail_step": jnp.where((solving & bad) | broken, carry["step"], carry["fail_step"]),
             "status": jnp.where(active, status, carry["status"]),
             "loss": jnp.where(keep, L, carry["loss"]),
         }
