@@ -100,7 +100,7 @@ def _fig1(results):
             # every trial, beside its median (shifted right by a factor that separates the d's)
             each = np.asarray(_final_angles(cell, "max_angle"), dtype=float)
             keep = each > 0
-            ax.plot(lambdas(cell.results)[keep] * 1.12 ** (n + 1), each[keep], ".", ms=2.5, alpha=0.3,
+            ax.plot(lambdas(cell.results)[keep] * 1.12 ** (n + 1), each[keep], ".", ms=3.5, alpha=0.45,
                     color=line.get_color())
             lam, med = _angle_medians(cell, WEIGHTED)
             ok = med > 0
@@ -113,7 +113,7 @@ def _fig1(results):
         ax.set_ylabel("max angle (rad): median and every trial")
         ax.grid(True, which="both", alpha=0.3)
         finish(ax, f"{scheme} data, m = {cells[0].spec.model.width}, {cells[0].trials} trials (dots), "
-                   f"{cells[0].spec.method.kind}\nsolid: median over active neurons; dashed: those carrying weight")
+                   f"{cells[0].spec.method.kind}\nsolid: median, active neurons; dashed: carrying weight")
     return fig
 
 

@@ -45,6 +45,8 @@ def recompute(ds: xr.Dataset, spec, data) -> dict[str, np.ndarray]:
         theta = {k[len("trajectory.theta."):]: jnp.asarray(ds[k].values[0]) for k in traj}
     else:
         theta = {k[len("theta."):]: jnp.asarray(ds[k].values[0:1]) for k in ds.data_vars if k.startswith("theta.")}
+    # metrics in float64, as in training, also for a run stored in float32 (`method.dtype`)
+    theta = {k: v.astype(jnp.float64) if jnp.issubdtype(v.dtype, jnp.floating) else v for k, v in theta.items()}
     rows = recorder.host(jax.device_get(_record(recorder)(hp, theta, const, X, y, Xt, yt, ref)))
     out = {k: np.asarray(v)[None, :] if traj else np.asarray(v) for k, v in rows.items()}
     if "kkt_stationarity" in ds and not traj:

@@ -44,8 +44,17 @@ def _compiled(problem: Problem, method: Method, stop: Stop, n: int, data_axis: i
 
     init = jax.jit(jax.vmap(init_member, in_axes=(0, d_ax, d_ax, None)))
     adv = jax.jit(jax.vmap(advance, in_axes=(0, None, 0, 0, d_ax, d_ax)))
-    rec = jax.jit(jax.vmap(recorder.record, in_axes=(0, 0, 0, d_ax, d_ax, d_ax, d_ax, ref_axis)))
+    def record(hp, theta, *args):
+        # metrics in float64 whatever the method's dtype (a float32 run's parameters are exact in float64)
+        return recorder.record(hp, _float64(theta), *args)
+
+    rec = jax.jit(jax.vmap(record, in_axes=(0, 0, 0, d_ax, d_ax, d_ax, d_ax, ref_axis)))
     return init, adv, rec
+
+
+def _float64(tree):
+    """The floating-point leaves of a pytree as float64."""
+    return jax.tree_util.tree_map(lambda a: a.astype(jnp.float64) if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
 
 
 def default_loss(data) -> Loss:
