@@ -1,0 +1,52 @@
+"""results.nc stacks the runs of one layout into one node (writing a group per run took time quadratic in the
+number of runs); loading gives back every run's arrays exactly: values, dtypes, dimensions, coordinates,
+attributes and its own number of checkpoints."""
+
+import numpy as np
+import xarray as xr
+
+from implicitbias.experiments.registry import get
+from implicitbias.runs.execute import dataset_of
+from implicitbias.runs.results import Results
+from implicitbias.storage.results import load_results, save_results
+
+
+def _run_arrays(spec, n_checkpoints: int, width: int, seed: int) -> xr.Dataset:
+    rng = np.random.default_rng(seed)
+    ds = xr.Dataset(
+        {
+            "loss": (("run", "checkpoint"), rng.random((1, n_checkpoints))),
+            "step": (("run", "checkpoint"), np.arange(n_checkpoints, dtype=np.int64)[None] * 10),
+            "n_active": (("run", "checkpoint"), rng.integers(0, 5, (1, n_checkpoints)).astype(np.int32)),
+            "theta.W": (("run", "theta.W_0", "theta.W_1"), rng.normal(size=(1, width, 3))),
+            "status": (("run",), np.asarray([1], dtype=np.int32)),
+            "status_name": (("run",), np.array(["converged"], dtype=object)),
+            "message": (("run",), np.array([""], dtype=object)),
+        },
+        coords={"run": [0], "checkpoint": np.arange(n_checkpoints),
+                "target": ("checkpoint", np.linspace(0.0, 1.0, n_checkpoints))},
+    )
+    ds.attrs = {"spec": spec.to_json(), "key": spec.key(), "wall_time_s": 0.5 + seed, "group_size": 1}
+    return ds
+
+
+def test_stacked_results_round_trip_exactly(tmp_path):
+    exp = get("linear-regression-implicit-bias")
+    specs = exp.runs(exp.resolve(quick=True))[:5]
+    # two layouts (widths 4 and 6) and different numbers of checkpoints within each
+    arrays = [_run_arrays(s, n, w, i) for i, (s, n, w) in enumerate(zip(specs, [3, 7, 5, 7, 2], [4, 6, 4, 6, 4]))]
+    datasets = {s.data_key(): dataset_of(s) for s in specs}
+    results = Results(exp.name, {"name": exp.name}, list(specs), arrays, datasets, [{"outcome": "holds"}])
+    save_results(results, tmp_path / "results.nc")
+    back = load_results(tmp_path / "results.nc")
+    assert [s.key() for s in back.runs] == [s.key() for s in specs]
+    for before, after in zip(arrays, back.arrays):
+        xr.testing.assert_identical(before, after)
+        assert {k: v.dtype for k, v in before.variables.items()} == {k: v.dtype for k, v in after.variables.items()}
+        assert set(before.coords) == set(after.coords)
+    assert sorted(back.datasets) == sorted(datasets)
+    for key, data in datasets.items():
+        np.testing.assert_array_equal(back.datasets[key].X, data.X)
+    assert back.checks == [{"outcome": "holds"}]
+    with xr.open_datatree(tmp_path / "results.nc", engine="netcdf4") as tree:
+        assert len(tree["runs"].children) == 2  # one node per layout, not one per run
