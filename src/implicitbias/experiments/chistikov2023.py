@@ -47,10 +47,7 @@ def _theorem7(**fields):
     def make(cell):
         from implicitbias.theorems.chistikov import ChistikovTheorem7
 
-        # the slope is fitted on the smallest lambdas: at most 4, leaving out the largest of a short grid
-        n_lambda = len({run.init_scale for run in cell.runs})
-        return [ChistikovTheorem7(**{"max_data_angle": math.pi / 2,
-                                     "slope_window": max(2, min(4, n_lambda - 1)), **fields})]
+        return [ChistikovTheorem7(**{"max_data_angle": math.pi / 2, **fields})]
 
     return make
 
@@ -356,7 +353,7 @@ FIG2 = Experiment(
     figures=(Figure("fig2_loss_test",
                     "Left: training loss against time (GF solid, GD dashed, t = 0.01 k), dots where the loss "
                     "leaves its plateau. Right: final test loss against lambda.", _fig2),),
-    theorems=_theorem7(small_lambda_max=4.0**-2),
+    theorems=_theorem7(),
     claims=_fig2_claims,
     tables=_fig2_tables,
     runtime_quick="58 s (idle 2-core machine, cold compile cache)",
@@ -374,7 +371,7 @@ MIN_NORM_LAMBDAS = [4.0**-4, 4.0**-6, 4.0**-8]
 def _theorem8(cell):
     from implicitbias.theorems.chistikov import ChistikovTheorem7, ChistikovTheorem8
 
-    return [ChistikovTheorem8(learned_tol=1e-3), ChistikovTheorem7(slope_window=3, small_lambda_max=4.0**-3)]
+    return [ChistikovTheorem8(), ChistikovTheorem7()]
 
 
 def _min_norm_figure(results):
