@@ -135,10 +135,12 @@ def load(path: str | os.PathLike) -> xr.Dataset:
 
 # -- results.nc: every run of an experiment with its spec, and every data set it used ------------------
 def save_results(results, path: str | os.PathLike) -> Path:
-    """Write a `implicitbias.runs.results.Results` to one NetCDF file (atomically): node
-    `runs/rNNNNN` holds run N's arrays with its spec (JSON) in the attribute `spec`, node
-    `data/<key>` each data set used (training and test arrays), the root the experiment's name,
-    config (YAML) and checks (JSON).  The file is readable without the package."""
+    """Write a `implicitbias.runs.results.Results` to one NetCDF file (atomically): node `runs/sNNNN`
+    stacks the runs of one layout over `run` (padded along `checkpoint`; `run_index` is each run's position
+    in the results, `run_checkpoints` its own number of checkpoints, the attribute `run_attrs` the JSON list
+    of the runs' attributes, among them each run's spec as JSON), node `data/<key>` each data set used
+    (training and test arrays), the root the experiment's name, config (YAML) and checks (JSON).  The file
+    is readable without the package.  `load_results` also reads the older layout (one node per run)."""
     import json
 
     from implicitbias.storage.store import atomic_netcdf, data_to_xarray
