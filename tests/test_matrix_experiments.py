@@ -151,6 +151,25 @@ def test_razin_cohen_balanced_run_holds_and_a_determinant_crossing_fails():
     assert any("grows as the loss falls" in f for f in fails), fails
 
 
+@pytest.mark.parametrize("model, unresolved", [
+    (MatrixFactorization(dim=2, depth=2, symmetric=True), True),  # W = U U^T: det W ~ 1e-24 from L ~ 1e-3 on
+    (MatrixFactorization(dim=2, depth=3), False),  # det W ~ L^2, resolved from the factors down to 1e-8
+])
+def test_razin_cohen_holds_down_to_loss_1e8_with_the_implicit_solver(model, unresolved):
+    from implicitbias.experiments.razin2020 import LOSS_TOL, RAZIN
+
+    assert LOSS_TOL <= 1e-8
+    method = RAZIN.config.method
+    assert method.solver == "kvaerno5"
+    run = _context(model, RazinCohen(), method, Stop(loss_tol=LOSS_TOL, max_time=1e14), [0], [0.5], 30)
+    assert run.results.loss.values[0, -1] <= LOSS_TOL
+    out = RazinCohen2020().check(run)
+    assert set(_outcomes(out, "assumption")) == {"holds"}, [v.line() for v in out]
+    assert set(_outcomes(out)) == {"holds"}, [v.line() for v in out]
+    det = [v for v in out if v.statement.startswith("det W(t) > 0")][0]
+    assert ("run 0, seed 0: 0 of" not in det.note) == unresolved, det.note
+
+
 def test_razin_cohen_unbalanced_init_is_outside_scope():
     model = MatrixFactorization(dim=2, depth=3, init_noise=0.1)
     run = _context(model, RazinCohen(), GradientFlow(rtol=1e-8), Stop(loss_tol=1e-9, max_time=1e4), [0], [0.3], 30)

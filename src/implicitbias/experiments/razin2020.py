@@ -2,12 +2,23 @@
 2 x 2 completion counterexample (S8). W_12 = W_21 = 1 and W_22 = 0 are observed, W_11 is not; every completion has
 det W = -1, so from a balanced init with det W(0) > 0 a factorisation of depth >= 2, whose determinant keeps its
 sign, can drive the loss to 0 only with |W_11| -> infinity: every norm diverges while the effective rank falls
-towards 1. The balanced inits are alpha I (balanced, det W(0) > 0; at even depth W = A^T A stays PSD in floating
-point as well). Gradient flow (RKC, rtol 1e-8) in physical time, to loss 1e-6 (quick: 1e-5): the flow gets stiffer as
-the loss falls, and each further decade costs about 100 times the previous one (see `LOSS_TOL`), so the loss 1e-8 of
-the issue is out of reach here (~20 h a run, projected from measurements); the loss-rescaled clock ds = L dt makes
-the flow stiffer still (by 1/L) and does not help. Beside it, unbalanced inits (0.3 I plus small noise, depth 3): the
+towards 1. The balanced inits are alpha I (balanced, det W(0) > 0). Gradient flow in physical time down to loss
+1e-8 (`LOSS_TOL`) with the implicit, L-stable Kvaerno5 (`GradientFlow(solver="kvaerno5")`, rtol 1e-10, atol 1e-14):
+the flow gets stiff as the loss falls, which held the explicit RKC to loss 1e-6 (~2e7 gradient evaluations, ~100
+times more per further decade); with at most 8 parameters a Newton step with a dense Jacobian is cheap, and each run
+takes ~2000 steps (seconds). Beside it, unbalanced inits (0.3 I plus small noise, depth 3, RKC as before): the
 determinant crosses zero, after which the loss reaches 0 at a finite W_11.
+
+The determinant, measured: at depth 3 det W ~ L^2 and at depth 4 det W ~ L (4e-13 and 5e-7 at L = 1e-8), resolved
+in float64 when read from the factors, det W = prod_j det W_j (each 2 x 2 determinant from its own entries, exact in
+sign above its rounding 2 u ||W_j||_F^2), while det W computed from W cancels (u |W_11| |W_22| ~ 1e-16 against
+det W ~ L^2); it stays positive to the end (the RKC runs of before lost it below L ~ 1e-6: an artefact of their
+tolerance). At depth 2 the flow from alpha I keeps W_2 = W_1^T, so W = W_1^T W_1 >= 0, and det W = det(W_1)^2 falls to
+~1e-24 already at L ~ 2e-3, below what float64 factors resolve (their determinants are at rounding level from there
+on): positivity is structural there, not measurable. An implicit step breaks W_2 = W_1^T at the rounding level, far
+above that determinant, and the path then crosses det W = 0 and ends at a finite completion (measured: det W -> -0.99,
+|W_11| ~ 22 at L = 1e-8). The depth-2 runs are therefore the symmetric factorisation W = U U^T, U(0) = alpha I: the
+same balanced flow restricted to its invariant set W_2 = W_1^T = U (its clock runs twice as fast), PSD by construction.
 """
 
 from __future__ import annotations
@@ -30,25 +41,40 @@ from implicitbias.theorems.fitting import curve, fitted_slope
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 
-#: the loss the balanced runs are integrated down to (quick variant: 1e-5). The flow gets stiffer as the loss falls
-#: (the observed entries relax at a rate ~ sigma_1^(2(N-1)/N) while L decays like a power of t), and the explicit RKC
-#: solve pays for it: measured at depth 2, ~2e7 gradient evaluations to 1e-6 and about 100 times more per further decade
-#: (1e-7: ~12 min a run here, 1e-8: ~20 h). The loss clock ds = L dt makes it stiffer still (by 1/L). At depth 3, where
-#: W = A^T M A is not PSD by construction, the computed determinant (det W ~ L^2) is also lost below ~1e-6: the
-#: integrated path then leaves det > 0 for a finite completion (measured), a numerical artefact.
-LOSS_TOL = 1e-6
+#: the loss the balanced runs are integrated down to (quick variant too). Kvaerno5 reaches it in ~2000 steps a run
+#: (measured: t ~ 2e9 at depth 3, 3e8 at depth 4, 2e10 in the clock of the depth-2 U U^T); the explicit RKC needed
+#: ~2e7 gradient evaluations to 1e-6 and about 100 times more per further decade (1e-8: ~20 h a run, projected).
+LOSS_TOL = 1e-8
+
+#: the balanced parts: depth 2 as the symmetric factorisation U U^T (see the module docstring), depths 3 and 4
+BALANCED = ("balanced_symmetric", "balanced")
 
 
 def _paths(cell) -> dict[str, np.ndarray]:
-    """Along training, per run: loss, time, W_11, W_22, det W, the norms of `NORMS` and the effective rank."""
-    from implicitbias.theorems.matrix_factorization import NORMS, effective_rank, end_to_end, schatten
+    """Along training, per run: loss, time, W_11, W_22, det W = prod_j det W_j (from the factors, see the module
+    docstring), whether float64 resolves its sign, the norms of `NORMS` and the effective rank."""
+    from implicitbias.theorems.matrix_factorization import NORMS, effective_rank, razin_factors, schatten
 
-    W = end_to_end(cell.results, cell.spec.model.depth)
+    fs = razin_factors(cell.results, cell.spec.model)
+    W = fs[0]
+    for F in fs[1:]:
+        W = F @ W
+    dets = np.stack([np.linalg.det(f) for f in fs])
+    rounding = np.stack([2.0 * np.finfo(float).eps * np.sum(f**2, axis=(-2, -1)) for f in fs])
     s = np.linalg.svd(W, compute_uv=False)
     out = {"loss": curve(cell.results, "loss"), "time": curve(cell.results, "time"), "W11": W[..., 0, 0],
-           "W22": W[..., 1, 1], "det": np.linalg.det(W), "effective_rank": effective_rank(s)}
+           "W22": W[..., 1, 1], "det": np.prod(dets, axis=0),
+           "det_resolved": np.all(np.abs(dets) > rounding, axis=0).astype(float), "effective_rank": effective_rank(s)}
     out.update({name: schatten(s, p) for name, p in NORMS.items()})
     return out
+
+
+def _balanced(results):
+    return sorted((c for c in results.cells if c.spec.part in BALANCED), key=lambda c: c.spec.model.depth)
+
+
+def _depth_label(cell) -> str:
+    return f"N = {cell.spec.model.depth}" + (" (U U^T)" if cell.spec.model.symmetric else "")
 
 
 def _part(results, name):
@@ -68,7 +94,7 @@ def _slope(loss, values, late=1e-3):
 def _norms_figure(results):
     from implicitbias.theorems.matrix_factorization import NORMS
 
-    cells = _part(results, "balanced")
+    cells = _balanced(results)
     fig, axes = panels(len(cells), width=4.6, height=4.0)
     for ax, cell in zip(axes, cells):
         p = _paths(cell)
@@ -85,49 +111,55 @@ def _norms_figure(results):
         ax.set_xlabel("training loss (decreasing to the right)")
         ax.set_ylabel("norm of W = W_N ... W_1")
         ax.grid(True, which="both", alpha=0.3)
-        finish(ax, f"depth N = {cell.spec.model.depth}, balanced init, det W(0) > 0\n"
+        finish(ax, f"depth {_depth_label(cell)}, balanced init, det W(0) > 0\n"
                    f"slopes of log norm vs log L for L <= 1e-3")
     return fig
 
 
 def _rank_det_figure(results):
-    fig, (a, b, c) = panels(3, width=4.4, height=3.8)
-    for cell in _part(results, "balanced"):
+    fig, (a, b, c, d) = panels(4, width=4.4, height=3.8)
+    for cell in _balanced(results):
         p = _paths(cell)
-        L = p["loss"][0]
+        L, label = p["loss"][0], _depth_label(cell)
         keep = L > 0
-        a.plot(L[keep], p["effective_rank"][0][keep], marker=".", ms=3, label=f"N = {cell.spec.model.depth}")
-        t = p["time"][0]
-        b.plot(t[t > 0], p["det"][0][t > 0], marker=".", ms=3, label=f"balanced, N = {cell.spec.model.depth}")
+        a.plot(L[keep], p["effective_rank"][0][keep], marker=".", ms=3, label=label)
+        ok = keep & (p["det_resolved"][0] > 0) & (p["det"][0] > 0)
+        line, = b.plot(L[ok], p["det"][0][ok], marker=".", ms=3, label=f"{label}, resolved")
+        lost = keep & (p["det_resolved"][0] == 0)
+        if lost.any():
+            b.axvline(L[lost].max(), color=line.get_color(), ls=":", lw=0.9,
+                      label=f"{label}: unresolved below L = {L[lost].max():.2g}")
+        d.plot(L[keep], np.abs(p["W11"][0][keep]), label=f"balanced, {label}")
     for cell in _part(results, "unbalanced"):
         p = _paths(cell)
         for r in range(p["det"].shape[0]):
-            t = p["time"][r]
-            b.plot(t[t > 0], p["det"][r][t > 0], "--", lw=0.9, label=f"unbalanced, seed {cell.runs[r].seed}")
-            L = p["loss"][r]
-            c.plot(L[L > 0], np.abs(p["W11"][r][L > 0]), "--", label=f"unbalanced, seed {cell.runs[r].seed}")
-    for cell in _part(results, "balanced"):
-        p = _paths(cell)
-        L = p["loss"][0]
-        c.plot(L[L > 0], np.abs(p["W11"][0][L > 0]), label=f"balanced, N = {cell.spec.model.depth}")
+            t, L = p["time"][r], p["loss"][r]
+            c.plot(t[t > 0], p["det"][r][t > 0], "--", lw=0.9, label=f"seed {cell.runs[r].seed}")
+            d.plot(L[L > 0], np.abs(p["W11"][r][L > 0]), "--", label=f"unbalanced, seed {cell.runs[r].seed}")
     a.set_xscale("log")
     a.invert_xaxis()
     a.set_xlabel("training loss")
     a.set_ylabel("effective rank of W")
     finish(a, "effective rank falls towards 1")
     b.set_xscale("log")
-    b.set_yscale("symlog", linthresh=1e-10)
-    b.axhline(0.0, color="k", lw=0.8)
-    b.set_xlabel("time t")
-    b.set_ylabel("det W(t)")
-    finish(b, "det W(t): positive when balanced")
+    b.set_yscale("log")
+    b.invert_xaxis()
+    b.set_xlabel("training loss")
+    b.set_ylabel("det W = prod_j det W_j")
+    finish(b, "balanced: det W(t) > 0 where float64 resolves it\n(depth 2: W = U U^T >= 0 by structure)")
     c.set_xscale("log")
-    c.set_yscale("log")
-    c.invert_xaxis()
-    c.set_xlabel("training loss")
-    c.set_ylabel("|W_11|")
-    finish(c, "|W_11|: diverges (balanced), stays finite\nonce det W crossed zero (unbalanced)")
-    for ax in (a, b, c):
+    c.set_yscale("symlog", linthresh=1e-10)
+    c.axhline(0.0, color="k", lw=0.8)
+    c.set_xlabel("time t")
+    c.set_ylabel("det W(t)")
+    finish(c, "unbalanced (depth 3, 0.3 I + noise):\ndet W(t) crosses zero")
+    d.set_xscale("log")
+    d.set_yscale("log")
+    d.invert_xaxis()
+    d.set_xlabel("training loss")
+    d.set_ylabel("|W_11|")
+    finish(d, "|W_11|: diverges (balanced), stays finite\nonce det W crossed zero (unbalanced)")
+    for ax in (a, b, c, d):
         ax.grid(True, which="both", alpha=0.3)
     return fig
 
@@ -139,8 +171,8 @@ def _tables(results, out_dir):
         for r, spec in enumerate(cell.runs):
             path = Path(out_dir) / f"razin_{spec.part}_depth{spec.model.depth}_seed{spec.seed}.csv"
             path.parent.mkdir(parents=True, exist_ok=True)
-            names = ["time", "loss", "W11", "W22", "det", "Frobenius", "nuclear", "spectral", "Schatten-1/2",
-                     "effective_rank"]
+            names = ["time", "loss", "W11", "W22", "det", "det_resolved", "Frobenius", "nuclear", "spectral",
+                     "Schatten-1/2", "effective_rank"]
             with path.open("w", newline="") as f:
                 w = csv.writer(f)
                 w.writerow(names)
@@ -156,7 +188,8 @@ def _claims(results):
     out = []
     for cell in _part(results, "unbalanced"):
         p = _paths(cell)
-        crossed = [r for r in range(p["det"].shape[0]) if p["det"][r].min() < 0 < p["det"][r][0]]
+        resolved = p["det_resolved"] > 0
+        crossed = [r for r in range(p["det"].shape[0]) if p["det"][r][resolved[r]].min(initial=0.0) < 0 < p["det"][r][0]]
         seeds = ", ".join(str(cell.runs[r].seed) for r in crossed) or "none"
         out.append(compare(title, "prediction", f"depth {cell.spec.model.depth}, 0.3 I plus noise: det W(t) crosses "
                            "zero in some run (number of runs)", float(len(crossed)), ">=", 1.0, f"seeds {seeds}"))
@@ -174,53 +207,55 @@ def _theorems(cell):
     return [RazinCohen2020()]
 
 
+_BALANCED_PARTS = {
+    "balanced_symmetric": {"model.depth": 2, "model.symmetric": True},
+    "balanced": {"grid": {"model.depth": [3, 4]}},
+}
+_UNBALANCED = {"model.init_noise": 0.1, "model.depth": 3, "init_scale": 0.3, "stop.loss_tol": 1e-9, "stop.max_time": 1e6,
+               "method.solver": "rkc", "method.rtol": 1e-8, "method.atol": None, "method.atol_rel": 1e-6}
+
 RAZIN = FactorizationExperiment(
     name="razin2020-counterexample",
     paper="Razin & Cohen 2020 (NeurIPS), Sec. 3",
     systems=("S8",),
-    summary="2 x 2 completion with W_12 = W_21 = 1, W_22 = 0 observed and W_11 unobserved, depth N = 2, 3, 4 from "
-            "balanced inits alpha I (det W(0) > 0), gradient flow to loss 1e-6: det W stays positive, "
-            "|W_11| and every norm (Frobenius, nuclear, spectral, Schatten-1/2) grow like L^-1/2 as the loss falls, "
-            "the effective rank falls towards 1. Unbalanced inits (0.3 I plus noise, depth 3): det W crosses zero and "
-            "the loss reaches 0 at a finite W_11.",
+    summary="2 x 2 completion with W_12 = W_21 = 1, W_22 = 0 observed and W_11 unobserved, depth N = 2 (as U U^T), "
+            "3, 4 from balanced inits alpha I (det W(0) > 0), gradient flow (implicit Kvaerno5) to loss 1e-8: "
+            "det W = prod_j det W_j stays positive wherever float64 resolves it, |W_11| and every norm (Frobenius, "
+            "nuclear, spectral, Schatten-1/2) grow like L^-1/2 as the loss falls, the effective rank falls towards 1. "
+            "Unbalanced inits (0.3 I plus noise, depth 3): det W crosses zero and the loss reaches 0 at a finite W_11.",
     config=ExperimentConfig(
         model=MatrixFactorization(dim=2, depth=2, init_scheme="identity"),
         data=RazinCohen(),
         loss=Loss(name="square"),
-        method=GradientFlow(rtol=1e-8, max_solver_steps=20_000_000),
+        method=GradientFlow(solver="kvaerno5", rtol=1e-10, atol=1e-14, atol_rel=None, max_solver_steps=1_000_000),
         stop=Stop(loss_tol=LOSS_TOL, max_time=1e14),
         init_scale=0.5,
         checkpoints=60,
         kkt=False,
         keep_trajectory=True,
-        parts={
-            "balanced": {"grid": {"model.depth": [2, 3, 4]}},
-            "unbalanced": {"model.init_noise": 0.1, "model.depth": 3, "init_scale": 0.3, "trials": 3,
-                           "stop.loss_tol": 1e-9, "stop.max_time": 1e6},
-        },
+        parts={**_BALANCED_PARTS, "unbalanced": {**_UNBALANCED, "trials": 3}},
     ),
-    quick={"parts": {
-        "balanced": {"stop.loss_tol": 1e-5, "grid": {"model.depth": [2, 3, 4]}},
-        "unbalanced": {"model.init_noise": 0.1, "model.depth": 3, "init_scale": 0.3, "trials": 2,
-                       "stop.loss_tol": 1e-9, "stop.max_time": 1e6},
-    }},
+    quick={"checkpoints": 40, "parts": {**_BALANCED_PARTS, "unbalanced": {**_UNBALANCED, "trials": 2}}},
     figures=(
         Figure("norms_against_loss", "Razin & Cohen's counterexample: |W_11| and the Frobenius, nuclear, spectral and "
-               "Schatten-1/2 norms of W against the training loss (falling to the right), one panel per depth, with "
-               "the lower bound (1 - rho)^2 / rho that det W > 0 forces and fitted slopes.", _norms_figure),
-        Figure("rank_and_determinant", "Effective rank against the loss; det W(t) over time (balanced: positive; "
-               "unbalanced: crosses zero); |W_11| against the loss, balanced and unbalanced.", _rank_det_figure),
+               "Schatten-1/2 norms of W against the training loss (falling to the right, down to 1e-8), one panel per "
+               "depth, with the lower bound (1 - rho)^2 / rho that det W > 0 forces and fitted slopes.", _norms_figure),
+        Figure("rank_and_determinant", "Effective rank against the loss; det W = prod_j det W_j of the balanced runs "
+               "against the loss where float64 resolves it; det W(t) of the unbalanced runs over time (crosses zero); "
+               "|W_11| against the loss, balanced and unbalanced.", _rank_det_figure),
     ),
     theorems=_theorems,
     claims=_claims,
     tables=_tables,
-    runtime_quick="26 s (`implicitbias run razin2020-counterexample --quick`), measured with other jobs running",
-    runtime_full="38 s (loss 1e-6; `implicitbias run razin2020-counterexample`), with other jobs running; to loss 1e-8 "
-                 "projected at ~20 h a run (x100 gradient evaluations per decade of loss, measured to 1e-7)",
+    runtime_quick="39-40 s cold (`IMPLICITBIAS_JAX_CACHE=0 implicitbias run razin2020-counterexample --quick`, loss 1e-8 "
+                  "at every depth), load average 2.6-4.4 on 2 cores",
+    runtime_full="41 s (`implicitbias run razin2020-counterexample`, loss 1e-8; 32 s of it training), load average "
+                 "~3 on 2 cores (the RKC runs of before: 38 s to loss 1e-6, ~20 h a run projected to 1e-8)",
     settings_source="Ours (the survey gives no numbers): balanced init W_j = alpha I with alpha = 0.5 (det W(0) > 0); "
-                    "gradient flow (RKC, rtol 1e-8) in physical time to loss 1e-6 (1e-8 projected at ~20 h a run: see "
-                    "LOSS_TOL in the module). Unbalanced: W_i = 0.3 (I + 0.1 G_i) at depth 3, three "
-                    "seeds, to loss 1e-9. Quick: loss 1e-5 at every depth, two unbalanced seeds.",
+                    "gradient flow (Kvaerno5, rtol 1e-10, atol 1e-14) in physical time to loss 1e-8; depth 2 as the "
+                    "symmetric U U^T (the same flow on W_2 = W_1^T, see the module docstring). Unbalanced: "
+                    "W_i = 0.3 (I + 0.1 G_i) at depth 3, three seeds, RKC (rtol 1e-8) to loss 1e-9. Quick: 40 "
+                    "checkpoints, two unbalanced seeds.",
 )
 
 EXPERIMENTS = [RAZIN]

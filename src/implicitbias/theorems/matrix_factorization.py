@@ -73,15 +73,7 @@ NORMS = {"Frobenius": 2.0, "nuclear": 1.0, "spectral": math.inf, "Schatten-1/2":
 def balancedness(results, depth: int) -> np.ndarray | None:
     """max_j ||W_{j+1}^T W_{j+1} - W_j W_j^T||_F / max(||W_j||_F^2, tiny) at init, per run."""
     fs = factors(results, depth)
-    if fs is None:
-        return None
-    worst = np.zeros(fs[0].shape[0])
-    for lo, hi in zip(fs[:-1], fs[1:]):
-        a, b = hi[:, 0], lo[:, 0]
-        gap = np.linalg.norm(np.swapaxes(a, -1, -2) @ a - b @ np.swapaxes(b, -1, -2), axis=(-2, -1))
-        scale = np.maximum(np.linalg.norm(b, axis=(-2, -1)) ** 2, 1e-300)
-        worst = np.maximum(worst, gap / scale)
-    return worst
+    return None if fs is None else _balance_gap([f[:, 0] for f in fs])
 
 
 def _depth_verdict(theorem: str, run, minimum: int) -> Verdict:
@@ -134,8 +126,11 @@ class RazinCohen2020(Theorem):
     rho = sqrt(6 L) < 1, every observed entry is within rho of its value, and det W > 0 gives
     |W_11| |W_22| > W_12 W_21 >= (1 - rho)^2, hence every Schatten (quasi-)norm, being >= sigma_1 >= |W_11|, is
     >= (1 - rho)^2 / rho ~ L^(-1/2). Predictions, on every run, at every checkpoint with rho < 1:
-    det W(t) > 0, up to the rounding 4 u ||W||_F^2 of a computed 2 x 2 determinant (W tends to rank 1, so the exact
-    determinant falls towards 0; from alpha I at even depth W = A^T A is PSD in floating point too);
+    det W(t) > 0, its sign read from the factors, det W = prod_j det W_j (each 2 x 2 determinant computed from its
+    own entries, exact in sign where |det W_j| exceeds its rounding 2 u ||W_j||_F^2; the determinant of W itself
+    cancels: W tends to rank 1 and det W falls far below u |W_11|); checkpoints where some factor's determinant is
+    below its rounding are unresolved in float64 and counted in the note (at depth 2 from alpha I, det W ~ 1e-24
+    already at L ~ 1e-3, and W = W_1^T W_1 >= 0 there by structure);
     ||W(t)|| >= (1 - rho)^2 / rho for each norm of `NORMS`; over the late window (L <= late_loss) the fitted slope
     of log ||W|| against log L is <= slope_max (ours, -1/4: halfway between the bound's -1/2 and the 0 of a norm
     that stays bounded); the effective rank falls towards 1: erank - 1 at the end is at most its value when the
@@ -143,6 +138,8 @@ class RazinCohen2020(Theorem):
     loss_tol: the hypothesis "the loss -> 0" is read as final loss <= loss_tol (default: the cell's stop.loss_tol).
     balance_tol: balanced init means max_j ||W_{j+1}^T W_{j+1} - W_j W_j^T||_F / ||W_j||_F^2 <= balance_tol
         (rounding).
+    A symmetric depth-2 model W = U U^T is read as the factors W_1 = U^T, W_2 = U (balanced by construction): the
+    balanced depth-2 flow from alpha I, restricted to its invariant set W_2 = W_1^T (twice as fast in time).
     """
 
     loss_tol: float | None = pydantic.Field(None, gt=0.0)
@@ -168,8 +165,8 @@ class RazinCohen2020(Theorem):
                     "not", ok, f"observed {seen[0]}")
 
     def _balanced(self, run) -> Verdict:
-        gap = balancedness(run.results, run.spec.model.depth) if run.spec.model.kind == "matrix_factorization" \
-            else None
+        fs = self.factor_path(run)
+        gap = None if fs is None else _balance_gap([f[:, 0] for f in fs])
         statement = "balanced init: max_j ||W_(j+1)^T W_(j+1) - W_j W_j^T||_F / ||W_j||_F^2"
         if gap is None:
             return flag(self.title, "assumption", statement, None, "no stored trajectory: set keep_trajectory")
@@ -184,25 +181,40 @@ class RazinCohen2020(Theorem):
         return over_runs(self.title, "assumption", statement, np.linalg.det(W[:, 0]), ">", 0.0,
                          labels=run_labels(run), where="at init")
 
+    @staticmethod
+    def factor_path(run) -> list[np.ndarray] | None:
+        """[W_1, ..., W_N] along training, (run, checkpoint, 2, 2) each; a symmetric model U as [U^T, U]."""
+        return razin_factors(run.results, run.spec.model)
+
     def path(self, run) -> np.ndarray | None:
-        if run.spec.model.kind != "matrix_factorization":
-            return None
-        return end_to_end(run.results, run.spec.model.depth)
+        fs = self.factor_path(run)
+        return None if fs is None else _product(fs)
+
+    def _det_verdict(self, run, fs) -> Verdict:
+        labels = run_labels(run)
+        dets = np.stack([np.linalg.det(f) for f in fs])  # (factor, run, checkpoint)
+        rounding = np.stack([2.0 * np.finfo(float).eps * np.sum(f**2, axis=(-2, -1)) for f in fs])
+        resolved = np.all(np.abs(dets) > rounding, axis=0)
+        det = np.prod(dets, axis=0)
+        worst = np.array([det[r][resolved[r]].min() if resolved[r].any() else math.nan for r in range(det.shape[0])])
+        k = det.shape[1]
+        unresolved = ", ".join(f"{labels[r]}: {k - resolved[r].sum()} of {k}" if labels else
+                               f"{k - resolved[r].sum()} of {k}" for r in range(det.shape[0]))
+        return over_runs(self.title, "prediction", "det W(t) > 0 at every checkpoint where float64 resolves it: "
+                         "min_t prod_j det W_j(t), over checkpoints where every |det W_j| > 2 u ||W_j||_F^2",
+                         worst, ">", 0.0, labels=labels, where="along training",
+                         note=f"checkpoints unresolved (some factor's determinant at rounding level) {unresolved}; "
+                              f"smallest resolved det W {np.nanmin(worst):.3g}; u = float64 unit roundoff")
 
     def predictions(self, run) -> list[Verdict]:
-        W = self.path(run)
-        if W is None:
+        fs = self.factor_path(run)
+        if fs is None:
             return [compare(self.title, "prediction", "det W(t) > 0 along training", None, ">", 0.0,
                             "no stored trajectory: set keep_trajectory")]
+        W = _product(fs)
         loss = curve(run.results, "loss")
         labels = run_labels(run)
-        det = np.linalg.det(W)
-        fro2 = np.sum(W**2, axis=(-2, -1))
-        rounding = 4.0 * np.finfo(float).eps * fro2
-        out = [over_runs(self.title, "prediction", "det W(t) > 0 at every checkpoint, up to the rounding of a 2 x 2 "
-                         "determinant: min_t (det W(t) + 4 u ||W(t)||_F^2)", (det + rounding).min(axis=1), ">", 0.0,
-                         labels=labels, where="along training",
-                         note=f"smallest det W(t): {det.min():.3g}; u = float64 unit roundoff")]
+        out = [self._det_verdict(run, fs)]
         s = np.linalg.svd(W, compute_uv=False)
         rho = np.sqrt(6.0 * np.maximum(loss, 0.0))
         valid = rho < 1.0
@@ -240,6 +252,33 @@ class RazinCohen2020(Theorem):
             x, y = np.log(loss[r][keep][first]), np.log(values[r][keep][first])
             out.append(fitted_slope(x, y)[0] if x.size >= 3 else math.nan)
         return np.asarray(out)
+
+
+def razin_factors(results, model) -> list[np.ndarray] | None:
+    """The factors [W_1, ..., W_N] along training of a matrix factorisation, (run, checkpoint, d, d) each; a
+    symmetric model W = U U^T gives [U^T, U]. None when the trajectory was not stored (or for another model)."""
+    if model.kind != "matrix_factorization":
+        return None
+    if getattr(model, "symmetric", False):
+        fs = factors(results, 1)
+        return None if fs is None else [np.swapaxes(fs[0], -1, -2), fs[0]]
+    return factors(results, model.depth)
+
+
+def _product(fs: list[np.ndarray]) -> np.ndarray:
+    P = fs[0]
+    for F in fs[1:]:
+        P = F @ P
+    return P
+
+
+def _balance_gap(fs: list[np.ndarray]) -> np.ndarray:
+    """max_j ||W_{j+1}^T W_{j+1} - W_j W_j^T||_F / max(||W_j||_F^2, tiny) of factors (run, d, d)."""
+    worst = np.zeros(fs[0].shape[0])
+    for lo, hi in zip(fs[:-1], fs[1:]):
+        gap = np.linalg.norm(np.swapaxes(hi, -1, -2) @ hi - lo @ np.swapaxes(lo, -1, -2), axis=(-2, -1))
+        worst = np.maximum(worst, gap / np.maximum(np.linalg.norm(lo, axis=(-2, -1)) ** 2, 1e-300))
+    return worst
 
 
 # -- Gunasekar et al. 2017 -----------------------------------------------------------------------------------

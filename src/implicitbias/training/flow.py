@@ -4,9 +4,10 @@
 `advance(carry, t_target, ...)` integrates one member from its current time to `t_target` with an
 adaptive step and a PID controller (rtol, atol), stopping early when the loss falls below `loss_tol`:
 RKC2 reads the loss from the gradient evaluation it makes at the end of every step anyway
-(`jax.value_and_grad`, `rkc.GradientFlowTerm`); the other solvers use a diffrax `Event`, which costs
-one more forward pass per step.  Each chunk starts with the average accepted step of the previous
-one.  The carry counts solver steps and gradient (vector-field) evaluations.
+(`jax.value_and_grad`, `rkc.GradientFlowTerm`); the other solvers (tsit5, dopri5 and the implicit kvaerno5)
+use a diffrax `Event`, which costs one more forward pass per step.  Each chunk starts with the average
+accepted step of the previous one.  The carry counts solver steps and gradient (vector-field) evaluations
+(for kvaerno5 a lower bound: `chunk_evaluations`).
 
 With `clock="loss"` the solver integrates the same trajectory in the rescaled time s (ds = L dt),
 d theta/ds = -grad L / L, carrying the physical time t as an extra state dt/ds = 1/L.  For the
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
 #: first-same-as-last solvers reuse their last stage, so a step costs stages - 1.
 EVALS_PER_STEP = {"tsit5": 6, "dopri5": 6}
 
+#: the least Newton iterations of one kvaerno5 step attempt: 6 implicit stages (the first, explicit stage is the
+#: last of the previous step), each solved by at least one iteration (optimistix's Cauchy termination)
+KVAERNO5_MIN_NEWTON_PER_STEP = 6
+
 #: with the loss clock, a run stops (converged) once log L < -LOG_T_MAX: t = int ds / L would then
 #: exceed e^600 ~ 1e260, near the end of the float64 range
 LOG_T_MAX = 600.0
@@ -45,6 +50,13 @@ def make_solver(method: GradientFlow, stop_below=None):
         from implicitbias.training.rkc import RKC2
 
         return RKC2(report_evals=True, stop_below=stop_below)
+    if method.solver == "kvaerno5":
+        import optimistix
+
+        # Newton (a fresh Jacobian every iteration) with the tolerances of the step-size controller: the default
+        # chord method (one Jacobian per step) fails to converge on half the steps of a stiff factorisation at
+        # rtol 1e-10 and costs ~20 x more steps (measured on Razin & Cohen's counterexample, depth 4)
+        return diffrax.Kvaerno5(root_finder=diffrax.with_stepsize_controller_tols(optimistix.Newton)())
     return {
         "tsit5": diffrax.Tsit5,
         "dopri5": diffrax.Dopri5,
@@ -61,12 +73,19 @@ def make_controller(method: GradientFlow, atol, loss_clock: bool):
                                     count=method.solver == "rkc")
 
 
-def chunk_evaluations(method: GradientFlow, sol) -> jnp.ndarray:
-    """Vector-field evaluations used by one diffeqsolve call (one chunk)."""
+def chunk_evaluations(method: GradientFlow, sol, n_params: int = 0) -> jnp.ndarray:
+    """Vector-field evaluations used by one diffeqsolve call (one chunk); `n_params`: the size p of the state.
+
+    kvaerno5: diffrax does not report the Newton iterations of its stages, so this is a lower bound,
+    1 + 6 (p + 1) per step attempt: at least one Newton iteration in each of the 6 implicit stages, each a
+    linearised gradient evaluation and p Jacobian-vector products (Hessian columns, each counted as one gradient
+    evaluation)."""
     if method.solver == "rkc":
         from implicitbias.training.rkc import rkc_num_evaluations
 
         return rkc_num_evaluations(sol, dt0_given=True)["total"]
+    if method.solver == "kvaerno5":
+        return KVAERNO5_MIN_NEWTON_PER_STEP * (n_params + 1) * sol.stats["num_steps"] + 1
     from implicitbias.training.rkc import erk_num_evaluations
 
     return erk_num_evaluations(sol, EVALS_PER_STEP[method.solver], dt0_given=True)
@@ -78,6 +97,7 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
     loss_clock = method.clock == "loss"
 
     def init_carry(hp, theta, const, X, y):
+        _check_size(method, theta)
         loss0 = problem.risk(hp, theta, const, X, y)
         if method.atol is None:
             rms = tree_norm(theta) / jnp.sqrt(sum(leaf.size for leaf in jax.tree_util.tree_leaves(theta)))
@@ -156,7 +176,7 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
             "t_phys": jnp.where(keep, t_phys, carry["t_phys"]),
             "dt": jnp.where(keep & (accepted > 0), (t_end - t0) / jnp.maximum(accepted, 1), carry["dt"]),
             "step": carry["step"] + jnp.where(solving, sol.stats["num_steps"], 0),
-            "evals": carry["evals"] + jnp.where(solving, chunk_evaluations(method, sol), 0),
+            "evals": carry["evals"] + jnp.where(solving, chunk_evaluations(method, sol, _size(y0)), 0),
             "fail_step": jnp.where((solving & bad) | broken, carry["step"], carry["fail_step"]),
             "status": jnp.where(active, status, carry["status"]),
             "loss": jnp.where(keep, L, carry["loss"]),
@@ -164,6 +184,22 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
         return new
 
     return init_carry, advance
+
+
+def _size(tree) -> int:
+    return sum(leaf.size for leaf in jax.tree_util.tree_leaves(tree))
+
+
+def _check_size(method: GradientFlow, theta) -> None:
+    """kvaerno5 forms a dense Jacobian and its LU every step: refuse it for large models (static shapes, so this
+    runs while tracing, before anything compiles)."""
+    p = _size(theta)
+    if method.solver == "kvaerno5" and p > method.KVAERNO5_MAX_PARAMETERS:
+        from implicitbias._spec import ConfigError
+
+        raise ConfigError(f"method.solver = 'kvaerno5' is not allowed for a model with {p} parameters: expected at "
+                          f"most {method.KVAERNO5_MAX_PARAMETERS} (a dense {p} x {p} Jacobian and its LU every step); "
+                          "use 'rkc' for stiff flows of large models")
 
 
 class _ODE(NamedTuple):

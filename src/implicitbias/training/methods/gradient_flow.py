@@ -18,7 +18,19 @@ class GradientFlow(Method):
 
     solver: rkc (second-order Runge-Kutta-Chebyshev, `implicitbias.training.rkc`: explicit, stable far
     along the negative real axis, suited to the stiff late phase of gradient flow, whose Jacobian
-    -Hessian has real eigenvalues), tsit5 or dopri5.
+    -Hessian has real eigenvalues), tsit5, dopri5 (explicit, for non-stiff flows), or kvaerno5 (Kvaerno's
+    5/4 ESDIRK, implicit and L-stable: diffrax `Kvaerno5` with an optimistix Newton root finder, a fresh
+    Jacobian every iteration, at the tolerances of the step controller). Use kvaerno5 for small stiff problems:
+    a handful of parameters whose flow gets stiff, as a matrix factorisation does when the loss falls (the
+    Hessian's largest eigenvalue grows while the trajectory slows down), where an explicit solver, RKC included,
+    is held to steps near its stability limit and an implicit one steps at the pace of the trajectory (Razin &
+    Cohen's 2 x 2 counterexample to loss 1e-8: ~2000 steps, seconds). Each Newton iteration costs a dense
+    Jacobian of the gradient (the Hessian: p Hessian-vector products for p parameters) and its LU, O(p^3), so it
+    is not for networks with thousands of parameters: it is refused above `KVAERNO5_MAX_PARAMETERS` = 1024
+    parameters, before compiling, and meant for up to ~100. Unlike the explicit solvers, whose stages commute
+    with the symmetries of the problem exactly, its LU breaks such invariants at the rounding level (e.g.
+    W_2 = W_1^T of a balanced depth-2 factorisation from alpha I), which matters where the flow is unstable off
+    the invariant set.
     rtol: relative tolerance.  atol: absolute-tolerance floor; None means 1e-5 x rms(theta(0)) (1e-9
     from theta(0) = 0): small against the initial parameter scale, whose directions fix the end point.
     atol_rel: the absolute tolerance at a step is max(atol, atol_rel x rms(theta)), following the
@@ -26,10 +38,16 @@ class GradientFlow(Method):
     clock: "time" integrates in physical time t; "loss" integrates the same trajectory in the
     rescaled time s with ds = L dt (see `implicitbias.training.flow`), which reaches the very large t
     of margin maximisation cheaply; checkpoints and stop.max_time are then in s.
+
+    Recorded grad_evals: exact for rkc (counted by its controller) and for tsit5/dopri5 up to a rejected first
+    attempt (6 per step attempt + 1). For kvaerno5 diffrax does not report how many Newton iterations its stages
+    take, so grad_evals is a lower bound, 1 + 6 (p + 1) per step attempt: at least one Newton iteration in each
+    of the 6 implicit stages, each a gradient evaluation and p Jacobian-vector products (counted as one gradient
+    evaluation each); `step` counts the step attempts exactly.
     """
 
     kind: Literal["gf"] = "gf"
-    solver: Literal["rkc", "tsit5", "dopri5"] = "rkc"
+    solver: Literal["rkc", "tsit5", "dopri5", "kvaerno5"] = "rkc"
     rtol: float = pydantic.Field(1e-6, gt=0.0, lt=1.0)
     atol: float | None = pydantic.Field(None, gt=0.0)
     atol_rel: float | None = pydantic.Field(1e-6, gt=0.0)
@@ -38,6 +56,8 @@ class GradientFlow(Method):
     clock: Literal["time", "loss"] = "time"
 
     is_adaptive: ClassVar[bool] = True
+    #: kvaerno5 refuses problems with more parameters than this (dense p x p Jacobian and LU every step)
+    KVAERNO5_MAX_PARAMETERS: ClassVar[int] = 1024
 
     @pydantic.field_validator("dtype")
     @classmethod
