@@ -147,9 +147,10 @@ def test_a_changed_config_is_trained_again_and_an_unchanged_one_is_not(tmp_path)
     assert out.reused == 2 and out.trained == 2
 
 
-def _cli(out: Path, *extra: str) -> subprocess.Popen:
+def _cli(out: Path, *extra: str, trials: int = 2) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "implicitbias.cli", "run", *SMALL_FIG1, "--out", str(out), *extra],
+    command = [*SMALL_FIG1[:-1], f"trials={trials}"]
+    return subprocess.Popen([sys.executable, "-m", "implicitbias.cli", "run", *command, "--out", str(out), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
 
@@ -189,11 +190,14 @@ def _gone(pids: list[int], seconds: float = 30) -> bool:
 
 @pytest.mark.xdist_group("sweep-cli")
 def test_ctrl_c_then_kill_9_then_rerun_ends_with_the_same_results(tmp_path):
-    reference = _cli(tmp_path / "ref", "--workers", "0")
+    # 24 runs: with the programs already compiled (the session's compile cache) a run takes well under a second,
+    # and the sweep must still be running when the signals arrive
+    trials, total = 6, 24
+    reference = _cli(tmp_path / "ref", "--workers", "0", trials=trials)
     assert reference.wait(timeout=240) == 0, reference.stdout.read()
     runs_dir = tmp_path / "run" / "runs"
     # Ctrl-C: the cluster shuts down, what finished is kept, exit code 130
-    proc = _cli(tmp_path / "run", "--workers", "2")
+    proc = _cli(tmp_path / "run", "--workers", "2", trials=trials)
     workers = _stop_after(proc, runs_dir, 1, signal.SIGINT)
     text = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130 and "rerun the same command to resume" in text, text
@@ -201,17 +205,17 @@ def test_ctrl_c_then_kill_9_then_rerun_ends_with_the_same_results(tmp_path):
     after_interrupt = len(list(runs_dir.glob("*.nc")))
     assert after_interrupt >= 1
     # kill -9 of the main process: its workers notice and end themselves (no orphans computing on)
-    proc = _cli(tmp_path / "run", "--workers", "2")
+    proc = _cli(tmp_path / "run", "--workers", "2", trials=trials)
     workers = _stop_after(proc, runs_dir, after_interrupt + 1, signal.SIGKILL)
     proc.wait()
     kept = len(list(runs_dir.glob("*.nc")))
-    assert after_interrupt < kept < 8
+    assert after_interrupt < kept < total
     assert _gone(workers), workers
     # the same command again: loads what finished, trains the rest, same results as never interrupted
-    again = _cli(tmp_path / "run", "--workers", "2")
+    again = _cli(tmp_path / "run", "--workers", "2", trials=trials)
     text = again.communicate(timeout=240)[0]
     assert again.returncode == 0, text
-    assert f"{kept} of 8 runs already in" in text
+    assert f"{kept} of {total} runs already in" in text
     a, b = load(tmp_path / "ref"), load(tmp_path / "run")
     assert [r.key() for r in a.runs] == [r.key() for r in b.runs]
     _assert_same(a.arrays, b.arrays)
