@@ -144,7 +144,9 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
             t0,
             t1_solve,
             jnp.minimum(carry["dt"], t1_solve - t0),
-            y0,
+            # a member with nothing to do integrates the dummy interval from zeros: from a non-finite state the
+            # solver would shrink its step to nothing and spend all of max_solver_steps (with its batch waiting)
+            tree_where(solving, y0, jax.tree_util.tree_map(jnp.zeros_like, y0)),
             stepsize_controller=controller,
             event=event,
             max_steps=method.max_solver_steps,
