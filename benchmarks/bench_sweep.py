@@ -139,7 +139,7 @@ def main() -> None:
               f"failed runs {row['failed']}", flush=True)
     base = rows[0]
     for row in rows[1:]:
-        same = all(np.array_equal(a[v].values, b[v].values) for a, b in zip(base["arrays"], row["arrays"])
+        same = all(np.array_equal(a[v].values, b[v].values, equal_nan=True) for a, b in zip(base["arrays"], row["arrays"])
                    for v in a.data_vars if a[v].dtype.kind == "f")
         print(f"  throughput {row['workers']} workers / {base['workers']}: {base['wall_s'] / row['wall_s']:.2f}x; "
               f"results identical: {same}")
