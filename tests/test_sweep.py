@@ -198,12 +198,12 @@ def test_ctrl_c_then_kill_9_then_rerun_ends_with_the_same_results(tmp_path):
     runs_dir = tmp_path / "run" / "runs"
     # Ctrl-C: the cluster shuts down, what finished is kept, exit code 130
     proc = _cli(tmp_path / "run", "--workers", "2", trials=trials)
-    workers = _stop_after(proc, runs_dir, 1, signal.SIGINT)
+    workers = _stop_after(proc, runs_dir, 3, signal.SIGINT)
     text = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130 and "rerun the same command to resume" in text, text
     assert _gone(workers), workers
     after_interrupt = len(list(runs_dir.glob("*.nc")))
-    assert after_interrupt >= 1
+    assert after_interrupt >= 3
     # kill -9 of the main process: its workers notice and end themselves (no orphans computing on)
     proc = _cli(tmp_path / "run", "--workers", "2", trials=trials)
     workers = _stop_after(proc, runs_dir, after_interrupt + 1, signal.SIGKILL)

@@ -144,9 +144,10 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
             t0,
             t1_solve,
             jnp.minimum(carry["dt"], t1_solve - t0),
-            # a member with nothing to do integrates the dummy interval from zeros: from a non-finite state the
-            # solver would shrink its step to nothing and spend all of max_solver_steps (with its batch waiting)
-            tree_where(solving, y0, jax.tree_util.tree_map(jnp.zeros_like, y0)),
+            # a diverged member integrates its dummy interval from zeros (from its non-finite state the solver
+            # would shrink its step to nothing and spend all of max_solver_steps while its batch waits); other
+            # idle members from their own state (zeros can be a singular point of a model, e.g. a single neuron)
+            tree_where(broken, jax.tree_util.tree_map(jnp.zeros_like, y0), y0),
             stepsize_controller=controller,
             event=event,
             max_steps=method.max_solver_steps,
