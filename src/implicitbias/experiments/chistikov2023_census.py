@@ -299,9 +299,8 @@ CENSUS = Experiment(
     runtime_quick="29 s (2-core machine shared with other jobs, load ~4, cold compile cache)",
     runtime_full="training 32.2 min measured here (`implicitbias run chistikov2023-fig1-census --out runs/census`, "
                  "1200 runs on 2 workers while other jobs loaded the 2 cores, load 9-15): ~7 s a run at d = 64, "
-                 "~0.5 s at d = 4 and 16; checks, figures and tables from the stored runs ~40 s. Writing results.nc "
-                 "(one NetCDF group per run) grows about quadratically with the runs (100 runs: 240 s here) and "
-                 "was stopped after 20 min at 1200 runs",
+                 "~0.5 s at d = 4 and 16 (before the host-side spectral metrics, which cut d = 64 about 5x); loading the "
+                 "1200 stored runs, checks, figures, tables and results.nc: 50 s",
     settings_source="The paper's Figure 1 settings (m = 200, balanced init, n = d, centred and uncentred data, "
                     "loss < 1e-9 or t = 2e5) with gradient flow as in chistikov2023-fig1. Ours: 50 trials, "
                     "d in {4, 16, 64}, four lambdas, 20 checkpoints, the census and its constant c. Quick: d = 4, "

@@ -244,3 +244,138 @@ def _join(*parts: str) -> str:
 def run_labels(run) -> list[str]:
     """A label per run of a `RunContext` (its position and init seed), for the notes of `over_runs`."""
     return [f"run {r}, seed {spec.seed}" for r, spec in enumerate(run.runs)]
+
+
+def fitted_loss_level(run, r: int) -> float:
+    """l(0) / n: below this training loss every point of run r has a positive margin."""
+    return run.runs[r].loss.value_at_zero / run.data[r].n
+
+
+# -- finite-time readings of asymptotic claims (Frei et al., Kou et al.) ---------------------------------
+#: the approach rate of the limits of Theorem 3.2 and of Kou et al. (margin spread -> 1, srank -> 1, KKT
+#: residual -> 0): GD and GF on the logistic loss converge in direction like 1/log t (Soudry et al. 2018,
+#: Lyu & Li 2020: ||theta|| grows like log t while the part of theta off the limit direction stays O(1)),
+#: the slowest rate these theories allow, so a faster approach extrapolates to a limit below the target.
+APPROACH = "y(t) = y_inf + c / log t"
+
+
+@dataclasses.dataclass(frozen=True)
+class Limit:
+    """The fit y(t) = y_inf + c / log t on the late checkpoints of one run: the extrapolated limit y_inf,
+    its standard error se (from the residuals of the fit), the approach coefficient c, the last value."""
+
+    y_inf: float
+    se: float
+    c: float
+    last: float
+
+    def describe(self) -> str:
+        if not math.isfinite(self.y_inf):
+            return "no late checkpoints to fit"
+        return (f"last value {self.last:.4g}; fit {APPROACH}: y_inf = {self.y_inf:.4g} +- {self.se:.2g}, "
+                f"c = {self.c:.3g}")
+
+
+def extrapolated_limit(time, y, keep=None) -> Limit:
+    """Least-squares fit of y = y_inf + c / log t on the checkpoints `keep` (default: `late_window`) with
+    t > 1. se is the standard error of y_inf (residual variance over n - 2 degrees of freedom); with 2 points
+    it is 0 (an exact line), with fewer the limit is undefined (nan)."""
+    t, y = np.asarray(time, np.float64).ravel(), np.asarray(y, np.float64).ravel()
+    keep = (late_window(t) if keep is None else np.asarray(keep, bool)) & (t > 1.0) & np.isfinite(y)
+    last = float(y[np.isfinite(y)][-1]) if np.isfinite(y).any() else math.nan
+    if keep.sum() < 2:
+        return Limit(math.nan, math.nan, math.nan, last)
+    u, v = 1.0 / np.log(t[keep]), y[keep]
+    A = np.stack([np.ones_like(u), u], axis=1)
+    coef, *_ = np.linalg.lstsq(A, v, rcond=None)
+    dof = v.size - 2
+    if dof > 0:
+        s2 = float(np.sum((v - A @ coef) ** 2)) / dof
+        se = math.sqrt(s2 * float(np.linalg.inv(A.T @ A)[0, 0]))
+    else:
+        se = 0.0
+    return Limit(float(coef[0]), se, float(coef[1]), last)
+
+
+def asymptotic_window(run, r: int) -> np.ndarray:
+    """The checkpoints of run r in the asymptotic regime: from the first with L < l(0)/n on (every point is
+    then fitted, and the theories of Lyu & Li, Frei et al. 3.4 and Kou et al. apply), t > 0 and strictly
+    increasing (a run that stopped early repeats its last state); every such checkpoint when no loss is
+    recorded."""
+    loss, time = curve(run.results, "loss"), curve(run.results, "time")
+    if time is None:
+        return np.zeros(0, dtype=bool)
+    keep = late_window(time[r], 1.0)
+    if loss is None:
+        return keep
+    below = np.flatnonzero(loss[r] < fitted_loss_level(run, r))
+    if below.size == 0:
+        return np.zeros_like(keep)
+    keep[: below[0]] = False
+    return keep
+
+
+def limit_verdict(theorem: str, run, statement: str, name: str, target, tol: float, *, window=None,
+                  values=None, extra=None) -> Verdict:
+    """A limit y(t) -> target read at finite time: the extrapolated limit y_inf (`extrapolated_limit`) of the
+    worst run must satisfy y_inf <= target + tol (`target`: a number or one per run). The quantities checked
+    this way are bounded below by their target (a ratio >= 1, a residual >= 0, srank >= its limit
+    structure's), so a limit extrapolated below the target means an approach faster than 1/log t, which is
+    consistent with the claim. The verdict holds when y_inf + 2 se <= bound and fails when y_inf - 2 se > bound
+    (se: the standard error of the extrapolation); in between it is `not_evaluated` (inconclusive), with the
+    numbers in the note.
+    window(run, r): the checkpoints fitted (default: the last half, `late_window`); `values` (run,
+    checkpoint) replaces the recorded metric `name`; `extra`: a note per run."""
+    res = run.results
+    y, time = (curve(res, name) if values is None else values), curve(res, "time")
+    bound = np.broadcast_to(np.asarray(target, np.float64) + tol, (run.n_runs,))
+    full = f"{statement}: extrapolated limit of {APPROACH} <= limit + {tol:g}"
+    if y is None or time is None:
+        return over_runs(theorem, "prediction", full, None, "<=", bound)
+    fits = [extrapolated_limit(time[r], y[r], None if window is None else window(run, r))
+            for r in range(run.n_runs)]
+    notes = [f.describe() + (f"; {extra[r]}" if extra is not None and extra[r] else "")
+             for r, f in enumerate(fits)]
+    where = "from the first checkpoint with L < l(0)/n" if window is asymptotic_window else "late checkpoints"
+    v = over_runs(theorem, "prediction", full, [f.y_inf for f in fits], "<=", bound, where=where,
+                  labels=run_labels(run), run_notes=notes)
+    wide = [r for r, f in enumerate(fits)
+            if math.isfinite(f.se) and f.y_inf - 2.0 * f.se <= bound[r] < f.y_inf + 2.0 * f.se]
+    if wide and v.outcome in ("holds", "fails"):
+        v = dataclasses.replace(v, outcome="not_evaluated", note=v.note + (
+            "; inconclusive: y_inf +- 2 se straddles the bound on " + ", ".join(run_labels(run)[r] for r in wide)))
+    return v
+
+
+def why_missing(values, notes) -> str:
+    """The runs' notes, when no run has a finite value (`over_runs` then shows no run's note)."""
+    return "" if np.isfinite(np.asarray(values, np.float64)).any() else "; ".join(sorted(set(notes)))
+
+
+def growth_exponent(time, y, fraction: float = 0.5) -> float:
+    """The Box-Cox exponent q of the best least-squares fit y = a + b (t^q - 1)/q on the late checkpoints
+    (q = 0: y = a + b log t). The family holds both readings of a growth rate: y = a + b log t has q = 0
+    exactly, y = c t^p has q = p exactly, and a bounded y = a - b t^-r has q = -r. q is found on a grid of
+    step 0.01 in [-2, 2], refined by a bounded scalar minimisation; nan with fewer than 4 late points."""
+    t, y = np.asarray(time, np.float64).ravel(), np.asarray(y, np.float64).ravel()
+    keep = late_window(t, fraction) & np.isfinite(y)
+    if keep.sum() < 4:
+        return math.nan
+    s, v = np.log(t[keep] / t[keep][0]), y[keep]
+
+    def sse(q: float) -> float:
+        u = s if abs(q) < 1e-12 else np.expm1(q * s) / q
+        A = np.stack([np.ones_like(u), u], axis=1)
+        coef, *_ = np.linalg.lstsq(A, v, rcond=None)
+        return float(np.sum((v - A @ coef) ** 2))
+
+    grid = np.round(np.arange(-2.0, 2.0 + 1e-9, 0.01), 10)
+    k = int(np.argmin([sse(q) for q in grid]))
+    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
+    from scipy.optimize import minimize_scalar
+
+    best = minimize_scalar(sse, bounds=(lo, hi), method="bounded", options={"xatol": 1e-6})
+    return float(best.x) if best.fun <= sse(grid[k]) else float(grid[k])
+
+
+# -- shared pieces ---------------------------------------------------------------------------------

@@ -24,19 +24,26 @@ import numpy as np
 import pydantic
 
 from implicitbias.data.stats import near_orthogonality
+from implicitbias.metrics.spectral import spectral_summary
 from implicitbias.theorems.base import Theorem, Verdict
-from implicitbias.theorems.fitting import curve, fitted_slope, flag, over_runs, run_labels
-from implicitbias.theorems.frei import (
-    activation_verdict,
+from implicitbias.theorems.fitting import (
     asymptotic_window,
+    curve,
+    fitted_slope,
+    flag,
     growth_exponent,
     limit_verdict,
-    loss_verdict,
-    outer_layer_verdict,
-    outer_signs,
-    stable_rank,
+    over_runs,
+    run_labels,
     why_missing,
 )
+from implicitbias.theorems.frei import activation_verdict, loss_verdict, outer_layer_verdict, outer_signs
+
+
+def _srank(M) -> float:
+    """The recorded stable rank (`metrics.spectral`) of a limit structure; nan where it is 0 (no target)."""
+    values = spectral_summary(np.linalg.svd(M, compute_uv=False))
+    return float(values["stable_rank"]) if values["spectral"] > 0 else math.nan
 
 
 def limit_structure(W, a, X, y, gamma: float) -> np.ndarray:
@@ -150,7 +157,7 @@ class KouTheorem(Theorem):
                 targets.append(math.nan)
                 continue
             ds = run.data[r]
-            targets.append(stable_rank(limit_structure(np.asarray(W, np.float64), a, ds.X, ds.y, gamma)))
+            targets.append(_srank(limit_structure(np.asarray(W, np.float64), a, ds.X, ds.y, gamma)))
             notes.append(f"srank(W_inf) = {targets[-1]:.4g}" + (
                 "" if relu else f"; Kou et al.: -> 1; orthogonal data: 2(1 + g^2)/(1 + g)^2 = "
                 f"{2 * (1 + gamma**2) / (1 + gamma) ** 2:.4g} at gamma = {gamma:g}"))
