@@ -487,6 +487,12 @@ class ChistikovTheorem8(Theorem):
             ds = run.data[r]
             if ds.n == ds.d:
                 out.extend(self._dataset_predictions(run, r))
+            else:
+                # M, the min-norm program and the rank-1 norm 2||v*|| are defined for square invertible X only
+                why = f"the theorem is stated for n = d (square, invertible X); here n = {ds.n}, d = {ds.d}"
+                for statement in ("sign of M decides min-norm", "learned ||theta||^2 -> 2||v*||"):
+                    out.append(compare(self.title, "prediction", self._label(run, r, statement), None, "<=",
+                                       None, why))
         return out
 
     def _dataset_predictions(self, run, r) -> list[Verdict]:
