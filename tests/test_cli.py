@@ -116,6 +116,25 @@ def test_report_rebuilds_from_results_without_training(quick_runs, tmp_path_fact
 
 
 @pytest.mark.xdist_group("frei2023-fig1")
+def test_ctrl_c_while_writing_the_outputs_exits_130_and_keeps_the_runs(quick_runs, tmp_path_factory, monkeypatch,
+                                                                       capsys):
+    import implicitbias.experiments.outputs as outputs
+
+    code, out = _run_quick("frei2023-fig1", quick_runs, tmp_path_factory)
+    assert code == 0
+    stored = sorted(p.name for p in (out / "runs").glob("*.nc"))
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(outputs, "write_outputs", interrupted)  # Ctrl-C arriving after the sweep
+    assert main(["run", "frei2023-fig1", "--quick", "--out", str(out), "--workers", "0", "--no-progress"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted while writing the results" in err and "already in" in err  # loaded, nothing trained
+    assert sorted(p.name for p in (out / "runs").glob("*.nc")) == stored
+
+
+@pytest.mark.xdist_group("frei2023-fig1")
 @pytest.mark.skipif(find_chromium() is None, reason="no Chromium (Debian: apt-get install chromium)")
 def test_main_job_report_renders_every_figure_in_chromium(quick_runs, tmp_path_factory):
     code, out = _run_quick("frei2023-fig1", quick_runs, tmp_path_factory)

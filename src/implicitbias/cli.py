@@ -73,9 +73,7 @@ def cmd_describe(args) -> int:
 
 def cmd_run(args) -> int:
     from implicitbias.experiments import get
-    from implicitbias.experiments.outputs import write_outputs
     from implicitbias.experiments.runner import run_experiment
-    from implicitbias.storage.results import save_results
 
     exp = get(args.name)
     config = exp.resolve(quick=args.quick, overrides=_parse_sets(args.set), seed=args.seed)
@@ -103,6 +101,19 @@ def cmd_run(args) -> int:
         say(f"interrupted: the finished runs are kept in {out}/runs/; rerun the same command to resume")
         return 130
     wall = time.perf_counter() - started
+    try:
+        return _finish(exp, config, args, out, results, outcome, runs, command, started_at, wall, say)
+    except KeyboardInterrupt:
+        say(f"interrupted while writing the results: every run is stored in {out}/runs/; rerun the same command "
+            "to write the results, figures and report without training")
+        return 130
+
+
+def _finish(exp, config, args, out, results, outcome, runs, command, started_at, wall, say) -> int:
+    """After the sweep: results.nc, figures, report and the terminal summary; the exit code."""
+    from implicitbias.experiments.outputs import write_outputs
+    from implicitbias.storage.results import save_results
+
     if len(results.failed) < len(results.runs):  # something to show: results, figures and report
         save_results(results, out / "results.nc")
         report = write_outputs(exp, results, out, {
