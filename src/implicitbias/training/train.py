@@ -42,14 +42,37 @@ def _compiled(problem: Problem, method: Method, stop: Stop, n: int, data_axis: i
             theta = theta0
         return init_carry(hp, theta, const, X, y), const
 
-    init = jax.jit(jax.vmap(init_member, in_axes=(0, d_ax, d_ax, None)))
-    adv = jax.jit(jax.vmap(advance, in_axes=(0, None, 0, 0, d_ax, d_ax)))
     def record(hp, theta, *args):
         # metrics in float64 whatever the method's dtype (a float32 run's parameters are exact in float64)
         return recorder.record(hp, _float64(theta), *args)
 
-    rec = jax.jit(jax.vmap(record, in_axes=(0, 0, 0, d_ax, d_ax, d_ax, d_ax, ref_axis)))
+    init = _one_or_many(init_member, (0, d_ax, d_ax, None), batch_arg=0)
+    adv = _one_or_many(advance, (0, None, 0, 0, d_ax, d_ax), batch_arg=0)
+    rec = _one_or_many(record, (0, 0, 0, d_ax, d_ax, d_ax, d_ax, ref_axis), batch_arg=0)
     return init, adv, rec
+
+
+def _one_or_many(fn, in_axes: tuple, batch_arg: int):
+    """`jit(vmap(fn, in_axes))`, except that a batch of one member calls a jitted unbatched `fn` on the
+    member (its batch axis indexed away, and put back on the outputs).  Under vmap every `while_loop` of
+    an adaptive solver carries batched predicates and selects over its whole state: for the one-member
+    tasks a CPU sweep runs, the unbatched program compiles in about half the time and runs faster.
+    The member computes the same steps either way (results agree up to rounding)."""
+    many = jax.jit(jax.vmap(fn, in_axes=in_axes))
+
+    def member(*args):
+        args = [a if ax is None or a is None else jax.tree_util.tree_map(lambda leaf: leaf[0], a)
+                for a, ax in zip(args, in_axes)]
+        return jax.tree_util.tree_map(lambda leaf: leaf[None], fn(*args))
+
+    member.__name__ = member.__qualname__ = fn.__name__  # the name XLA's logs and dumps show
+    one = jax.jit(member)
+
+    def call(*args):
+        size = jax.tree_util.tree_leaves(args[batch_arg])[0].shape[0]
+        return (one if size == 1 else many)(*args)
+
+    return call
 
 
 def _float64(tree):
