@@ -25,3 +25,13 @@ def pytest_unconfigure(config):
 @pytest.fixture
 def key():
     return jax.random.PRNGKey(0)
+
+
+#: test files whose tests start processes or run whole experiments: dispatched first, so that under xdist the
+#: long units do not start last and leave the other worker idle at the end
+_LONG_FIRST = ("test_sweep.py", "test_slurm.py", "test_cli.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(_LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(_LONG_FIRST)))  # stable: file order kept otherwise

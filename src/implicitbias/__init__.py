@@ -14,6 +14,29 @@ import os
 # which `train` reports as a diverged run with its step.  Set EQX_ON_ERROR=raise to debug.
 os.environ.setdefault("EQX_ON_ERROR", "nan")
 
+
+def _xla_cpu_defaults() -> None:
+    """XLA's newer CPU fusion emitters compile our programs (adaptive solvers: many small fused loops) slower
+    and, for the two-layer GD runs, also run them slower: measured with jaxlib 0.10.2 on a 2-core CPU, GF
+    `advance` compiles in 1.3 s instead of 1.8 s and frei2023-kkt --quick takes 13 s instead of 21 s
+    (benchmarks/bench_xla_flags.py).  Set before JAX creates its CPU client, only for the jaxlib versions where
+    the flag was measured (XLA aborts on a flag it does not know), and never over the user's own XLA_FLAGS
+    choice; IMPLICITBIAS_XLA_DEFAULTS=0 turns it off."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    flags = os.environ.get("XLA_FLAGS", "")
+    if os.environ.get("IMPLICITBIAS_XLA_DEFAULTS", "1") == "0" or "xla_cpu_use_fusion_emitters" in flags:
+        return
+    try:
+        major_minor = tuple(int(x) for x in version("jaxlib").split(".")[:2])
+    except (PackageNotFoundError, ValueError):
+        return
+    if major_minor == (0, 10):
+        os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_use_fusion_emitters=false").strip()
+
+
+_xla_cpu_defaults()
+
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)

@@ -230,8 +230,11 @@ def _multiclass_panel(ax, cell):
         g = (P @ A.T) / np.linalg.norm(P, axis=1, keepdims=True) / svm.margin
     support = lam > 1e-8 * lam.max()
     k = ds["step"].values[0][keep]
-    for j in np.flatnonzero(~support):
-        ax.plot(k, g[keep, j], color="0.75", lw=0.6)
+    rest = np.flatnonzero(~support)
+    if rest.size:  # every other constraint as one gray line broken by NaN (one artist, not one per example)
+        kk = np.concatenate([np.append(k.astype(float), np.nan)] * rest.size)
+        gg = np.concatenate([np.append(g[keep, j], np.nan) for j in rest])
+        ax.plot(kk, gg, color="0.75", lw=0.6)
     for j in np.flatnonzero(support):
         ax.plot(k, g[keep, j], lw=1.2)
     ax.axhline(1.0, color="k", ls="--", lw=0.8)
