@@ -17,11 +17,11 @@ os.environ.setdefault("EQX_ON_ERROR", "nan")
 
 def _xla_cpu_defaults() -> None:
     """XLA's newer CPU fusion emitters compile our programs (adaptive solvers: many small fused loops) slower
-    and, for the two-layer GD runs, also run them slower: measured with jaxlib 0.10.2 on a 2-core CPU, GF
-    `advance` compiles in 1.3 s instead of 1.8 s and frei2023-kkt --quick takes 13 s instead of 21 s
-    (benchmarks/bench_xla_flags.py).  Set before JAX creates its CPU client, only for the jaxlib versions where
-    the flag was measured (XLA aborts on a flag it does not know), and never over the user's own XLA_FLAGS
-    choice; IMPLICITBIAS_XLA_DEFAULTS=0 turns it off."""
+    and, for the two-layer GD runs, also run them slower.  Measured with jaxlib 0.10.2 on a 2-core CPU
+    (`python benchmarks/bench_xla_flags.py`, medians of 2): XLA compile of a small gradient-flow run 3.4 s ->
+    2.1 s; frei2023-kkt --quick 27.8 s -> 21.8 s, chistikov2023-fig1 --quick 15.0 s -> 13.4 s.  Set before JAX
+    creates its CPU client, only for the jaxlib versions where the flag was measured (XLA aborts on a flag it
+    does not know), and never over the user's own XLA_FLAGS choice; IMPLICITBIAS_XLA_DEFAULTS=0 turns it off."""
     from importlib.metadata import PackageNotFoundError, version
 
     flags = os.environ.get("XLA_FLAGS", "")
