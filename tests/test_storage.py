@@ -3,6 +3,7 @@ number of runs); loading gives back every run's arrays exactly: values, dtypes, 
 attributes and its own number of checkpoints."""
 
 import numpy as np
+import pytest
 import xarray as xr
 
 from implicitbias.experiments.registry import get
@@ -50,3 +51,27 @@ def test_stacked_results_round_trip_exactly(tmp_path):
     assert back.checks == [{"outcome": "holds"}]
     with xr.open_datatree(tmp_path / "results.nc", engine="netcdf4") as tree:
         assert len(tree["runs"].children) == 2  # one node per layout, not one per run
+
+
+def test_ctrl_c_during_a_store_write_is_raised_after_the_file_is_complete(tmp_path):
+    # regression: a KeyboardInterrupt inside xarray's to_netcdf could leave its file lock held and hang the sweep
+    import os
+    import signal
+
+    from implicitbias.storage.store import atomic_netcdf
+
+    ds = xr.Dataset({"x": ("i", np.arange(5.0))})
+    reached = []
+
+    def write(tmp):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of the write
+        ds.to_netcdf(tmp)
+        reached.append(True)
+
+    with pytest.raises(KeyboardInterrupt):
+        atomic_netcdf(write, tmp_path / "a.nc")
+    assert reached, "the write ran to its end"
+    with xr.open_dataset(tmp_path / "a.nc") as back:
+        np.testing.assert_array_equal(back["x"].values, ds["x"].values)
+    assert not list(tmp_path.glob(".*.tmp"))
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

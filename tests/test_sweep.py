@@ -147,11 +147,32 @@ def test_a_changed_config_is_trained_again_and_an_unchanged_one_is_not(tmp_path)
     assert out.reused == 2 and out.trained == 2
 
 
+_STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_survivors():
+    """A failed test leaves no sweep (nor its workers) computing on the cores of the rest of the suite."""
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            for pid in _workers_of(proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            proc.kill()
+            proc.wait()
+
+
 def _cli(out: Path, *extra: str, trials: int = 2) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     command = [*SMALL_FIG1[:-1], f"trials={trials}"]
-    return subprocess.Popen([sys.executable, "-m", "implicitbias.cli", "run", *command, "--out", str(out), *extra],
+    proc = subprocess.Popen([sys.executable, "-m", "implicitbias.cli", "run", *command, "--out", str(out), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    _STARTED.append(proc)
+    return proc
 
 
 def _workers_of(pid: int) -> list[int]:
