@@ -299,8 +299,8 @@ KERNEL_RICH = DiagonalExperiment(
     theorems=_theorems,
     claims=_claims,
     tables=_tables,
-    runtime_quick="46 s (`implicitbias run woodworth2020-kernel-rich --quick --workers 0`; 2-core machine, "
-                  "measured with other jobs running)",
+    runtime_quick="34 s (`implicitbias run woodworth2020-kernel-rich --quick --workers 0`, process start "
+                  "included; 2-core machine, measured with another sweep running)",
     runtime_full="224 s (`implicitbias run woodworth2020-kernel-rich --workers 0`: 52 runs at d = 1000, n = 100, "
                  "checks and figures included; measured here with other jobs running)",
     settings_source="Woodworth et al. 2020 and the literature after it: d = 1000, n = 100, a 5-sparse teacher with "
