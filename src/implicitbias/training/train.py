@@ -46,17 +46,18 @@ def _compiled(problem: Problem, method: Method, stop: Stop, n: int, data_axis: i
         # metrics in float64 whatever the method's dtype (a float32 run's parameters are exact in float64)
         return recorder.record(hp, _float64(theta), *args)
 
-    init = _one_or_many(init_member, (0, d_ax, d_ax, None), batch_arg=0)
-    adv = _one_or_many(advance, (0, None, 0, 0, d_ax, d_ax), batch_arg=0)
-    rec = _one_or_many(record, (0, 0, 0, d_ax, d_ax, d_ax, d_ax, ref_axis), batch_arg=0)
+    init = _one_or_many(init_member, (0, d_ax, d_ax, None))
+    adv = _one_or_many(advance, (0, None, 0, 0, d_ax, d_ax))
+    rec = _one_or_many(record, (0, 0, 0, d_ax, d_ax, d_ax, d_ax, ref_axis))
     return init, adv, rec
 
 
-def _one_or_many(fn, in_axes: tuple, batch_arg: int):
-    """`jit(vmap(fn, in_axes))`, except that a batch of one member calls a jitted unbatched `fn` on the
-    member (its batch axis indexed away, and put back on the outputs).  Under vmap every `while_loop` of
-    an adaptive solver carries batched predicates and selects over its whole state: for the one-member
-    tasks a CPU sweep runs, the unbatched program compiles in about half the time and runs faster.
+def _one_or_many(fn, in_axes: tuple):
+    """`jit(vmap(fn, in_axes))`, except that a batch of one member (the size of the first argument's
+    leading axis) calls a jitted unbatched `fn` on the member (its batch axis indexed away, and put back on
+    the outputs).  Under vmap every `while_loop` of an adaptive solver carries batched predicates and selects
+    over its whole state: for the one-member tasks a CPU sweep runs, RKC's `advance` on a small two-layer net
+    compiled in 2.0 s instead of 2.4 s (measured A/B here).
     The member computes the same steps either way (results agree up to rounding)."""
     many = jax.jit(jax.vmap(fn, in_axes=in_axes))
 
@@ -69,7 +70,7 @@ def _one_or_many(fn, in_axes: tuple, batch_arg: int):
     one = jax.jit(member)
 
     def call(*args):
-        size = jax.tree_util.tree_leaves(args[batch_arg])[0].shape[0]
+        size = jax.tree_util.tree_leaves(args[0])[0].shape[0]
         return (one if size == 1 else many)(*args)
 
     return call
