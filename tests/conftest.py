@@ -10,6 +10,8 @@ if "PYTEST_XDIST_WORKER" not in os.environ and "IMPLICITBIAS_TEST_CACHE_OWNER" n
     os.environ["IMPLICITBIAS_CACHE_DIR"] = tempfile.mkdtemp(prefix="implicitbias-test-cache-")
     os.environ["IMPLICITBIAS_TEST_CACHE_OWNER"] = str(os.getpid())
     os.environ["IMPLICITBIAS_JAX_CACHE"] = "1"
+    # every program, however quick to compile: the suite's processes compile the same small programs
+    os.environ["IMPLICITBIAS_CACHE_MIN_COMPILE_S"] = "0"
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
