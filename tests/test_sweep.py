@@ -210,25 +210,28 @@ def _gone(pids: list[int], seconds: float = 30) -> bool:
 
 
 @pytest.mark.xdist_group("sweep-cli")
-def test_kill_9_then_rerun_ends_with_the_same_results(tmp_path):
+def test_kill_9_then_rerun_ends_with_the_same_results(tmp_path, capsys):
     # 24 runs: with the programs already compiled (the session's compile cache) a run takes well under a second,
-    # and the sweep must still be running when the signal arrives
+    # and the sweep must still be running when the signal arrives.  The uninterrupted reference and the rerun
+    # run in this process (the same command, through `main`); only the killed sweep needs a process of its own.
+    from implicitbias.cli import main
+
     trials, total = 6, 24
-    reference = _cli(tmp_path / "ref", "--workers", "0", trials=trials)
-    assert reference.wait(timeout=240) == 0, reference.stdout.read()
+    command = ["run", *SMALL_FIG1[:-1], f"trials={trials}", "--workers", "0"]
+    assert main([*command, "--out", str(tmp_path / "ref")]) == 0
     runs_dir = tmp_path / "run" / "runs"
-    # kill -9 of the main process: its workers notice and end themselves (no orphans computing on)
-    proc = _cli(tmp_path / "run", "--workers", "2", trials=trials)
+    # kill -9 of the main process: its worker notices and ends itself (no orphan computing on)
+    proc = _cli(tmp_path / "run", "--workers", "1", trials=trials)
     workers = _stop_after(proc, runs_dir, 2, signal.SIGKILL)
     proc.wait()
     kept = len(list(runs_dir.glob("*.nc")))
     assert 2 <= kept < total
     assert _gone(workers), workers
     # the same command again: loads what finished, trains the rest, same results as never interrupted
-    again = _cli(tmp_path / "run", "--workers", "2", trials=trials)
-    text = again.communicate(timeout=240)[0]
-    assert again.returncode == 0, text
-    assert f"{kept} of {total} runs already in" in text
+    capsys.readouterr()
+    assert main([*command, "--out", str(tmp_path / "run")]) == 0
+    captured = capsys.readouterr()
+    assert f"{kept} of {total} runs already in" in captured.out + captured.err
     a, b = load(tmp_path / "ref"), load(tmp_path / "run")
     assert [r.key() for r in a.runs] == [r.key() for r in b.runs]
     _assert_same(a.arrays, b.arrays)

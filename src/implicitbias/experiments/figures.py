@@ -53,6 +53,19 @@ def finish(ax, title: str):
         ax.legend(fontsize=7)
 
 
+def thin_log_axes(fig, decades: float = 3.0):
+    """No minor ticks (nor their grid lines) on a log axis that spans more than `decades` decades: there the
+    labelled decades carry the reading, and the minor ticks (8 a decade, each a few matplotlib artists) were
+    half the time of writing a figure (measured on soudry2018's three 6-panel figures: 5.7 s -> 2.7 s)."""
+    from matplotlib.ticker import NullLocator
+
+    for ax in fig.axes:
+        for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            lo, hi = sorted(limits)
+            if axis.get_scale() == "log" and lo > 0 and np.log10(hi / lo) > decades:
+                axis.set_minor_locator(NullLocator())
+
+
 def write_csv(path, header: list[str], rows: list[list]):
     """The numbers behind a figure as CSV: a header row, then the rows (the folder is created)."""
     import csv

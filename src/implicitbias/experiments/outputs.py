@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import yaml
 
 from implicitbias.experiments.base import Experiment
+from implicitbias.experiments.figures import thin_log_axes
 from implicitbias.runs.results import Results
 
 
@@ -26,6 +27,7 @@ def write_figures(experiment: Experiment, results: Results, out_dir: Path,
             plt.close("all")
             continue
         fig.suptitle(f"{experiment.paper}: {figure.name}", fontsize=10)
+        thin_log_axes(fig)
         fig.tight_layout()
         png = fig_dir / f"{figure.name}.png"
         fig.savefig(png, dpi=120)
