@@ -2,6 +2,8 @@
 real gradient-flow runs (positive cases) and on runs that violate them (negative controls), and the two catalogued
 experiments' input checks."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -92,19 +94,23 @@ from implicitbias.experiments.gunasekar2018 import CHECKPOINTS  # noqa: E402
 CLASSIFICATION = Separable(n=12, d=30, sparsity=2, margin=0.5)
 
 
+@functools.cache
 def _classification(depth):
+    """Trained once per depth and shared (the checks only read it; the negative control copies it)."""
     spec = RunSpec(model=DiagonalLinear(depth=depth), data=CLASSIFICATION, loss=Loss(name="logistic"),
                    method=GradientFlow(solver="rkc", clock="loss", rtol=1e-8), stop=Stop(max_time=1e4),
                    init_scale=0.1, checkpoints=CHECKPOINTS, kkt=True, keep_trajectory=True)
     return _context([spec])
 
 
+@pytest.mark.xdist_group("gunasekar-classification")
 @pytest.mark.parametrize("depth", [1, 2, 3])
 def test_diagonal_classification_reaches_its_max_margin_direction(depth):
     verdicts = GunasekarDiagonal().check(_classification(depth))
     assert all(v.outcome == "holds" for v in verdicts), [v.line() for v in verdicts]
 
 
+@pytest.mark.xdist_group("gunasekar-classification")
 def test_a_dense_direction_is_not_the_l1_max_margin_limit():
     # negative control: store the l2 SVM direction as the depth-2 network's final w = u^2 - v^2
     from implicitbias.reference import max_margin_svm

@@ -244,7 +244,7 @@ def test_ctrl_c_shuts_down_keeps_finished_runs_and_exits_130(tmp_path):
     # program in the session's compile cache (a run then takes ~0.1 s; with 24 runs the whole sweep sometimes
     # ended between two polls and the signal reached the figure-writing phase instead)
     runs_dir, total = tmp_path / "run" / "runs", 80
-    proc = _cli(tmp_path / "run", "--workers", "2", trials=total // 4)
+    proc = _cli(tmp_path / "run", "--workers", "1", trials=total // 4)
     workers = _stop_after(proc, runs_dir, 3, signal.SIGINT)
     text = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130 and "rerun the same command to resume" in text, text
