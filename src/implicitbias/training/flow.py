@@ -133,7 +133,8 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
             done_at_start = active & (ode.value(y0) < ode.stop_below)
         # a member whose loss is already non-finite has diverged: it is not integrated (an adaptive solve would
         # spend all of max_solver_steps on it, and its batch would wait)
-        broken = active & ~jnp.isfinite(carry["loss"])
+        nonfinite = ~jnp.isfinite(carry["loss"])
+        broken = active & nonfinite
         solving = active & ~done_at_start & ~broken
         # a member with nothing to do integrates over a dummy unit interval and is discarded below
         t1_solve = jnp.where(solving, t1, t0 + 1.0)
@@ -144,10 +145,11 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
             t0,
             t1_solve,
             jnp.minimum(carry["dt"], t1_solve - t0),
-            # a diverged member integrates its dummy interval from zeros (from its non-finite state the solver
-            # would shrink its step to nothing and spend all of max_solver_steps while its batch waits); other
-            # idle members from their own state (zeros can be a singular point of a model, e.g. a single neuron)
-            tree_where(broken, jax.tree_util.tree_map(jnp.zeros_like, y0), y0),
+            # a diverged member, idle or not, integrates its dummy interval from zeros (from its non-finite state
+            # the solver would shrink its step to nothing and spend all of max_solver_steps while its batch
+            # waits: 10 s for a batch of 4 linear models before this covered idle members too); other idle
+            # members from their own state (zeros can be a singular point of a model, e.g. a single neuron)
+            tree_where(nonfinite, jax.tree_util.tree_map(jnp.zeros_like, y0), y0),
             stepsize_controller=controller,
             event=event,
             max_steps=method.max_solver_steps,
