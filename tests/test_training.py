@@ -180,7 +180,7 @@ def test_gradient_flow_batch_goes_on_with_its_running_members_only_in_groups(mon
     data = TeacherNeuron(d=3, scheme="centred").generate(seed=0)
     model = TwoLayer(width=12, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
     kwargs = dict(method=GradientFlow(solver="rkc", rtol=1e-6), stop=Stop(loss_tol=1e-6, max_time=300.0),
-                  batch={"init_scale": [0.5] * 4 + [0.01] * 4, "seed": list(range(8))}, checkpoints=12, kkt=False)
+                  batch={"init_scale": [0.5, 0.5, 0.5, 0.01], "seed": [0, 1, 2, 4]}, checkpoints=12, kkt=False)
     sizes = []
     real = train_module._Active._regroup
 
@@ -191,7 +191,8 @@ def test_gradient_flow_batch_goes_on_with_its_running_members_only_in_groups(mon
 
     monkeypatch.setattr(train_module._Active, "_regroup", spy)
     compact = train(model, data, Loss(name="square"), **kwargs)
-    assert sizes and sum(sizes[-1]) < 8, "only the running members go on"
+    # ~400 steps for three members, 12 000 for the third (seed 2): it goes on alone
+    assert sizes and sum(sizes[-1]) < 4, "only the running members go on"
     full = train(model, data, Loss(name="square"), compact=False, **kwargs)
     for name in ("loss", "max_angle", "time", "grad_evals", "step", "theta.W", "theta.a", "status"):
         # equal up to the last bits of batch-size-dependent arithmetic, carried through the adaptive steps
