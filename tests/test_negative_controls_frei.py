@@ -123,6 +123,19 @@ def test_frei32_negative_controls_on_the_stored_W():
         assert v.outcome == "holds", v.line()
 
 
+def test_frei32_structure_of_the_stored_W_is_read_only_near_a_kkt_point():
+    # the same noisy W, but the run's final KKT residual is 0.3 (plain GD after 1e5 steps on frei2023-kkt: 0.28):
+    # the final W is not yet the KKT point whose structure (2) and (3) describe
+    data = _data(n_test=400)
+    rng = np.random.default_rng(1)
+    W, _ = _aligned(data, 8)
+    noisy = W + 2.0 * np.linalg.norm(W[0]) * rng.standard_normal(W.shape) / np.sqrt(data.d)
+    far = {"kkt_stationarity": np.r_[np.nan, np.full(T.size - 1, 0.3)]}
+    for name in ("(2) global optimum", "(3) all positive"):
+        v = _by_start(_frei32(W=noisy, **far), name)
+        assert v.outcome == "not_evaluated" and "not yet near a KKT point" in v.note and "0.3" in v.note, v.line()
+
+
 def test_frei32_stable_rank_is_not_evaluated_where_vacuous():
     narrow = TwoLayer(width=2, activation="leaky_relu", gamma=0.9, outer_signs="balanced")
     data = _data(n_test=400)

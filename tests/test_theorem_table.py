@@ -274,6 +274,7 @@ TABLE: dict[str, Row] = {
         ("L_h-homogeneous", _model(activation="smooth_leaky_relu")),
         ("L_h-homogeneous", _model(bias=True)),
         ("loss is logistic", SQUARE),
+        ("method is gradient flow", SGD_SPECS),
     )),
     "JiTelgarskyAlignment": Row(ti.ji_telgarsky, None, (
         ("linearly separable", _new_data(lambda ds: ti.duplicate_row(ds, flip=True))),
