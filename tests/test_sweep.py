@@ -92,6 +92,10 @@ def test_a_worker_killed_mid_task_loses_nothing(in_process, tmp_path):
 
     client = local_client(2)
     killed = []
+    # the workers run without Dask's statistical profiler (it sampled every 10 ms: 18% of a sweep's wall time)
+    import dask
+
+    assert set(client.run(lambda: dask.config.get("distributed.worker.profile.enabled")).values()) == {False}
 
     def kill_a_busy_worker():
         pids = client.run(os.getpid)

@@ -16,7 +16,6 @@ Layout of a result:
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -108,17 +107,11 @@ def write_netcdf(obj, path: str | os.PathLike) -> None:
 
 
 def save(ds: xr.Dataset, path: str | os.PathLike) -> Path:
-    """Write to NetCDF4 atomically (a uniquely named temporary file renamed into place)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        write_netcdf(ds, tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    """Write to NetCDF4 atomically (a uniquely named temporary file renamed into place), with Ctrl-C held
+    back until the file is in place (`storage.store.atomic_netcdf`)."""
+    from implicitbias.storage.store import atomic_netcdf
+
+    return atomic_netcdf(lambda tmp: write_netcdf(ds, tmp), Path(path))
 
 
 def load(path: str | os.PathLike) -> xr.Dataset:
