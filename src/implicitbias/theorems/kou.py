@@ -11,9 +11,9 @@ apply; with fewer than 4 such checkpoints the rates are `not_evaluated`):
 - ||W||_F = Theta(log t): the Box-Cox exponent q of ||W||_F = a + b (t^q - 1)/q (`frei.growth_exponent`) must
   satisfy |q| <= q_tol. Logarithmic growth has q = 0 at every t; a power law c t^p has q = p.
 - L = Theta(1/t): the fitted slope s of log L against log t must satisfy |s + 1| <= loss_slope_tol.
-- srank(W) -> its limit (leaky ReLU), srank(W) bounded (ReLU) and max_i q_i / min_i q_i -> 1: the limit
-  extrapolated from the fit y = y_inf + c / log t (`frei.limit_verdict`), never the last value, so one
-  tolerance serves a short and a long run alike; the ReLU bound is rank(W_inf) of the limit structure.
+- srank(W) -> its limit and max_i q_i / min_i q_i -> 1: the limit extrapolated from the fit
+  y = y_inf + c / log t (`frei.limit_verdict`), never the last value, so one tolerance serves a short and a
+  long run alike.
 """
 
 from __future__ import annotations
@@ -76,17 +76,12 @@ class KouTheorem(Theorem):
 
     C: the paper's "sufficiently large" absolute constant of the data condition; default 3 (ours; the
         Frei et al. Theorem 3.2 constant at gamma = 1, so that the two conditions compare).
-    srank_tol: the tolerance of the stable-rank prediction, read on the extrapolated limit of srank(W(t))
-        against the limit structure W_inf (`limit_structure`, computed from the activation pattern of the
-        stored W and the data). Leaky ReLU, a limit: extrapolated limit <= srank(W_inf) + srank_tol; Kou et
-        al. state the limit 1, the structure gives 2 (1 + gamma^2)/(1 + gamma)^2 on orthogonal data, which is
-        1 only at gamma = 1, and the note shows both. ReLU, a bound ("bounded by a constant"), not a limit:
-        extrapolated limit <= rank(W_inf) + srank_tol. rank(W_inf), the number of independent activation
-        patterns of the limit, is a constant in m, d and t (<= n) and bounds srank(W_inf); it is 2 when every
-        neuron is active on all points of its sign (the paper's "about 2"). The srank of the structure itself is
-        not the bound: on kou2023-rates' full data srank(W(t)) rises towards it from below (2.36 -> 2.41 over the
-        last decade of t, srank(W_inf) = 2.48) and its 1/log t extrapolation, 2.64, lies above it while
-        bounded all the same. Default 0.05 (ours: the resolution of an extrapolated limit).
+    srank_tol: srank(W) -> the srank of the limit structure W_inf (`limit_structure`, computed from the
+        activation pattern of the stored W and the data): extrapolated limit <= srank(W_inf) + srank_tol.
+        For leaky ReLU Kou et al. state the limit 1; the structure gives 2 (1 + gamma^2)/(1 + gamma)^2 on
+        orthogonal data, which is 1 only at gamma = 1, and the note shows both. For ReLU srank(W_inf) is 2
+        when every neuron is active on all points of its sign (the paper's "about 2") and at most n; it
+        replaces the former fixed bound 3. Default 0.05 (ours: the resolution of an extrapolated limit).
     q_tol: ||W||_F = Theta(log t): |q| <= q_tol for the Box-Cox exponent q. Default 0.1, half the exponent
         of t^0.2, the slowest power law the check must reject (midpoint rule). The log log t corrections
         that Theta(log t) allows move q by about 1/log^2 t, <= 0.02 once t >= 10^3.
@@ -162,17 +157,11 @@ class KouTheorem(Theorem):
                 targets.append(math.nan)
                 continue
             ds = run.data[r]
-            structure = limit_structure(np.asarray(W, np.float64), a, ds.X, ds.y, gamma)
-            srank = _srank(structure)
-            if relu:
-                rank = float(np.linalg.matrix_rank(structure)) if np.isfinite(srank) else math.nan
-                targets.append(rank)
-                notes.append(f"rank(W_inf) = {rank:g}, srank(W_inf) = {srank:.4g}")
-            else:
-                targets.append(srank)
-                notes.append(f"srank(W_inf) = {srank:.4g}; Kou et al.: -> 1; orthogonal data: 2(1 + g^2)/(1 + g)^2 "
-                             f"= {2 * (1 + gamma**2) / (1 + gamma) ** 2:.4g} at gamma = {gamma:g}")
-        what = ("ReLU: srank(W) bounded by a constant, the rank of the limit structure W_inf (<= n; 2 when every "
+            targets.append(_srank(limit_structure(np.asarray(W, np.float64), a, ds.X, ds.y, gamma)))
+            notes.append(f"srank(W_inf) = {targets[-1]:.4g}" + (
+                "" if relu else f"; Kou et al.: -> 1; orthogonal data: 2(1 + g^2)/(1 + g)^2 = "
+                f"{2 * (1 + gamma**2) / (1 + gamma) ** 2:.4g} at gamma = {gamma:g}"))
+        what = ("ReLU: srank(W) bounded by a constant, the srank of the limit structure W_inf (2 when every "
                 "neuron is active on all points of its sign)" if relu else
                 "leaky ReLU: srank(W) -> the srank of the limit structure W_inf (Kou et al.: 1)")
         return limit_verdict(self.title, run, what, "W.stable_rank", targets, self.srank_tol,
