@@ -14,7 +14,11 @@ from implicitbias.experiments.runner import load
 def _slurm_up() -> bool:
     if shutil.which("sinfo") is None:
         return False
-    state = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20)
+    try:
+        # a running controller answers at once; without one sinfo retries for ~9 s, paid at collection
+        state = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=3)
+    except subprocess.TimeoutExpired:
+        return False
     return state.returncode == 0 and any(s in state.stdout for s in ("idle", "mixed"))
 
 
