@@ -215,12 +215,13 @@ def _gone(pids: list[int], seconds: float = 30) -> bool:
 
 @pytest.mark.xdist_group("sweep-cli")
 def test_kill_9_then_rerun_ends_with_the_same_results(tmp_path, capsys):
-    # 24 runs: with the programs already compiled (the session's compile cache) a run takes well under a second,
-    # and the sweep must still be running when the signal arrives.  The uninterrupted reference and the rerun
-    # run in this process (the same command, through `main`); only the killed sweep needs a process of its own.
+    # 16 runs: with the programs already compiled (the session's compile cache) a run takes well under a second
+    # on the one worker, and the sweep must still be running when the signal arrives after 2.  The uninterrupted
+    # reference and the rerun run in this process (the same command, through `main`); only the killed sweep
+    # needs a process of its own.
     from implicitbias.cli import main
 
-    trials, total = 6, 24
+    trials, total = 4, 16
     command = ["run", *SMALL_FIG1[:-1], f"trials={trials}", "--workers", "0"]
     assert main([*command, "--out", str(tmp_path / "ref")]) == 0
     runs_dir = tmp_path / "run" / "runs"
