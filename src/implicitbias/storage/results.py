@@ -15,8 +15,12 @@ Layout of a result:
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+import signal
+import threading
+import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -106,11 +110,48 @@ def write_netcdf(obj, path: str | os.PathLike) -> None:
         obj.to_netcdf(path, engine="netcdf4")
 
 
+def atomic_netcdf(write: Callable[[Path], None], path: Path) -> Path:
+    """Call `write(tmp)` on a fresh temporary name beside `path`, then rename it to `path`.  A Ctrl-C that
+    arrives meanwhile is held back until the file is in place (see `deferred_interrupt`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    with deferred_interrupt():
+        try:
+            write(tmp)
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+    return path
+
+
+@contextlib.contextmanager
+def deferred_interrupt():
+    """Hold SIGINT back for the duration of the block and raise KeyboardInterrupt after it.
+
+    A KeyboardInterrupt raised inside xarray's `to_netcdf`, between the acquisition of its file lock and
+    the `try` that releases it, leaves the lock held; the `finally` that closes the file then waits for it
+    forever (seen: a sweep interrupted while storing a run hung instead of exiting).  A file write takes
+    milliseconds, so the interrupt is only delayed.  Outside the main thread (where signal handlers cannot
+    be set) the block runs unprotected."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught and callable(previous):
+        previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt
+    elif caught and previous == signal.SIG_DFL:
+        signal.raise_signal(signal.SIGINT)
+
+
 def save(ds: xr.Dataset, path: str | os.PathLike) -> Path:
     """Write to NetCDF4 atomically (a uniquely named temporary file renamed into place), with Ctrl-C held
-    back until the file is in place (`storage.store.atomic_netcdf`)."""
-    from implicitbias.storage.store import atomic_netcdf
-
+    back until the file is in place (`atomic_netcdf`)."""
     return atomic_netcdf(lambda tmp: write_netcdf(ds, tmp), Path(path))
 
 
@@ -136,7 +177,7 @@ def save_results(results, path: str | os.PathLike) -> Path:
     is readable without the package.  `load_results` also reads the older layout (one node per run)."""
     import json
 
-    from implicitbias.storage.store import atomic_netcdf, data_to_xarray
+    from implicitbias.storage.store import data_to_xarray
 
     config = results.config.model_dump() if hasattr(results.config, "model_dump") else results.config
     root = xr.Dataset(attrs={

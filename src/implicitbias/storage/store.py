@@ -12,12 +12,8 @@ reported, moved aside (`*.corrupt`) and its run trained again.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import threading
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,46 +22,7 @@ import xarray as xr
 
 from implicitbias.data import Dataset
 from implicitbias.runs.spec import RESULTS_FORMAT, RunSpec
-from implicitbias.storage.results import load, save, write_netcdf
-
-
-def atomic_netcdf(write: Callable[[Path], None], path: Path) -> Path:
-    """Call `write(tmp)` on a fresh temporary name beside `path`, then rename it to `path`.  A Ctrl-C that
-    arrives meanwhile is held back until the file is in place (see `deferred_interrupt`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    with deferred_interrupt():
-        try:
-            write(tmp)
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-    return path
-
-
-@contextlib.contextmanager
-def deferred_interrupt():
-    """Hold SIGINT back for the duration of the block and raise KeyboardInterrupt after it.
-
-    A KeyboardInterrupt raised inside xarray's `to_netcdf`, between the acquisition of its file lock and
-    the `try` that releases it, leaves the lock held; the `finally` that closes the file then waits for it
-    forever (seen: a sweep interrupted while storing a run hung instead of exiting).  A file write takes
-    milliseconds, so the interrupt is only delayed.  Outside the main thread (where signal handlers cannot
-    be set) the block runs unprotected."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if caught and callable(previous):
-        previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt
-    elif caught and previous == signal.SIG_DFL:
-        signal.raise_signal(signal.SIGINT)
+from implicitbias.storage.results import atomic_netcdf, deferred_interrupt, load, save, write_netcdf  # noqa: F401
 
 
 class RunStore:
