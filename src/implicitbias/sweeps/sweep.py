@@ -65,9 +65,10 @@ def train_task(spec_jsons: Sequence[str], root: str | None = None
     the ~40 ms NetCDF write of a run then runs on the workers in parallel instead of in the sweep's main
     process, which shares the cores with them."""
     from implicitbias.runs.execute import dataset_of, train_group
-    from implicitbias.sweeps.cluster import pin_threads
+    from implicitbias.sweeps.cluster import keep_allocations, pin_threads
 
     pin_threads()  # threads XLA started since the worker came up
+    keep_allocations()
     started = time.perf_counter()
     specs = [RunSpec.from_json(s) for s in spec_jsons]
     arrays = train_group(specs)
