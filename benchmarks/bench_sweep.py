@@ -3,17 +3,20 @@
 The d = 16 column is 2 schemes x 16 lambdas x 5 trials = 160 gradient-flow runs, one task each.  The
 same runs are trained into a fresh directory once per worker count, each with a fresh LocalCluster and
 JAX's persistent compilation cache off (so no count profits from another's compilations).  Printed per
-count: the wall time (cluster start included), the cluster start, the seconds spent inside tasks summed
-over workers, and the idle share 1 - task seconds / (workers x (wall - start)): everything that is not
-training (Dask's scheduling, transfers, writing each run, and the tail where one worker finishes the
-last long task alone).  Then the throughput ratio against 1 worker, and that the results are identical.
+count: the wall time (cluster start and shutdown included), the cluster start and shutdown, the seconds
+spent inside tasks summed over workers, and the idle share 1 - task seconds / (workers x the sweep's own
+time, from `run_sweep` to its return): everything in the sweep that is not training (Dask's scheduling,
+transfers, and the tail where one worker finishes the last long task alone).  The counts are timed in
+turn, `--repeats` times, so that a change of this shared machine's load hits every count alike; then the
+throughput ratio of the median walls against 1 worker, and that the results are identical.
 
 `--project` adds a projection of the whole Figure 1 grid (d = 4 ... 1024) on K cores, from the runs just
 measured: gradient evaluations per run (set by the dynamics, nearly independent of d) x the cost of one
 evaluation inside the solver at each d (a jitted gradient timed here, times the in-solver overhead
 measured on the runs), plus the measured fixed cost of a run.
 
-    python benchmarks/bench_sweep.py                      # d = 16, 1 and 2 workers (about 15 min here)
+    python benchmarks/bench_sweep.py                      # d = 16, 1 and 2 workers, 2 repeats (~5 min here)
+    python benchmarks/bench_sweep.py --cache warm         # the same with a filled compilation cache
     python benchmarks/bench_sweep.py --limit 16 --project # a smoke run on 16 of the runs
 """
 
@@ -22,10 +25,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys  # noqa: E402
 import tempfile
 import time
 
-os.environ["IMPLICITBIAS_JAX_CACHE"] = "0"  # before implicitbias is imported, here and in the workers
+#: --cache off (default): JAX's persistent compilation cache off, each worker compiles its programs;
+#: --cache warm: a fresh persistent cache, filled before any timing with one run of each compiled program
+#: (what a researcher's second sweep of the same shapes finds).  Read before implicitbias is imported,
+#: here and in the workers (which inherit the environment).
+WARM = "--cache=warm" in sys.argv or any(a == "--cache" and b == "warm" for a, b in zip(sys.argv, sys.argv[1:]))
+if WARM:
+    os.environ["IMPLICITBIAS_JAX_CACHE"] = "1"
+    os.environ["IMPLICITBIAS_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-sweep-cache-")
+    os.environ["IMPLICITBIAS_CACHE_MIN_COMPILE_S"] = "0"
+else:
+    os.environ["IMPLICITBIAS_JAX_CACHE"] = "0"
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
@@ -50,12 +64,15 @@ def sweep(runs, workers: int) -> dict:
         try:
             out = run_sweep(runs, RunStore(tmp), client=client, say=lambda m: None)
         finally:
+            closing = time.perf_counter()
             close(client)
         wall = time.perf_counter() - started
+        shutdown = time.perf_counter() - closing
     after = resource.getrusage(resource.RUSAGE_SELF)
     main_cpu = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
-    busy = out.compute_s / (workers * max(wall - up, 1e-9))
-    return {"workers": workers, "wall_s": wall, "cluster_start_s": up, "task_s": out.compute_s, "main_cpu_s": main_cpu,
+    busy = out.compute_s / (workers * max(out.wall_time_s, 1e-9))
+    return {"workers": workers, "wall_s": wall, "cluster_start_s": up, "shutdown_s": shutdown,
+            "sweep_s": out.wall_time_s, "task_s": out.compute_s, "main_cpu_s": main_cpu,
             "idle_share": 1.0 - busy, "failed": len(out.failed), "arrays": out.arrays}
 
 
@@ -117,6 +134,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--d", type=int, default=16)
     parser.add_argument("--workers", default="1,2", help="worker counts, the first is the baseline")
+    parser.add_argument("--cache", choices=("off", "warm"), default="off",
+                        help="persistent compilation cache: off, or filled before timing (see WARM)")
+    parser.add_argument("--repeats", type=int, default=2, help="interleaved repeats of every worker count")
     parser.add_argument("--limit", type=int, help="only every k-th run, so that about this many remain")
     parser.add_argument("--project", action="store_true", help="project the whole Figure 1 grid")
     parser.add_argument("--cores", default="2,16,64,256,1024")
@@ -126,26 +146,43 @@ def main() -> None:
     runs = exp.runs(exp.resolve(overrides={"grid.data.d": [args.d]}))
     if args.limit:
         runs = runs[:: max(1, len(runs) // args.limit)][: args.limit]
+    if WARM:
+        programs = list({r.static_key(): r for r in runs}.values())
+        print(f"filling the compilation cache with {len(programs)} run(s), one per compiled program")
+        for w in sorted({int(x) for x in args.workers.split(",")}):
+            sweep(programs, w)  # per worker count: the programs of a worker process, not this one's
     load = os.getloadavg()[0]
     print(f"chistikov2023-fig1, d = {args.d}: {len(runs)} runs; load average {load:.2f}; {os.cpu_count()} CPUs; "
-          f"jax {jax.__version__}")
-    rows = []
-    for w in [int(x) for x in args.workers.split(",")]:
-        row = sweep(runs, w)
-        rows.append(row)
-        print(f"  {w} worker(s): wall {row['wall_s']:7.1f} s (cluster start {row['cluster_start_s']:.1f} s), "
-              f"inside tasks {row['task_s']:7.1f} s, idle share {100 * row['idle_share']:5.1f}%, "
-              f"main process CPU {row['main_cpu_s']:.1f} s, "
-              f"failed runs {row['failed']}", flush=True)
-    base = rows[0]
-    for row in rows[1:]:
-        same = all(np.array_equal(a[v].values, b[v].values, equal_nan=True) for a, b in zip(base["arrays"], row["arrays"])
+          f"jax {jax.__version__}; compilation cache {args.cache}")
+    counts = [int(x) for x in args.workers.split(",")]
+    rows: dict[int, list[dict]] = {w: [] for w in counts}
+    for r in range(args.repeats):  # interleaved, so that a change of this machine's load hits every count
+        for w in counts:
+            row = sweep(runs, w)
+            rows[w].append(row)
+            print(f"  [{r + 1}/{args.repeats}] {w} worker(s): wall {row['wall_s']:7.1f} s (cluster start "
+                  f"{row['cluster_start_s']:.1f} s, shutdown {row['shutdown_s']:.1f} s), inside tasks "
+                  f"{row['task_s']:7.1f} s, idle share "
+                  f"{100 * row['idle_share']:5.1f}%, main process CPU {row['main_cpu_s']:.1f} s "
+                  f"({100 * row['main_cpu_s'] / (w * row['wall_s']):.1f}% of the workers' cores), "
+                  f"failed runs {row['failed']}", flush=True)
+    base_w = counts[0]
+    base = rows[base_w][0]
+    for w in counts[1:]:
+        same = all(np.array_equal(a[v].values, b[v].values, equal_nan=True)
+                   for row in rows[w] for a, b in zip(base["arrays"], row["arrays"])
                    for v in a.data_vars if a[v].dtype.kind == "f")
-        print(f"  throughput {row['workers']} workers / {base['workers']}: {base['wall_s'] / row['wall_s']:.2f}x; "
+        ratios = [b["wall_s"] / row["wall_s"] for b, row in zip(rows[base_w], rows[w])]
+        median = float(np.median([r["wall_s"] for r in rows[base_w]]) / np.median([r["wall_s"] for r in rows[w]]))
+        sweeping = float(np.median([r["sweep_s"] for r in rows[base_w]]) / np.median([r["sweep_s"] for r in rows[w]]))
+        idle = float(np.median([r["idle_share"] for r in rows[w]]))
+        print(f"  throughput {w} workers / {base_w}: {median:.2f}x (ratio of median walls; per repeat "
+              f"{', '.join(f'{x:.2f}' for x in ratios)}); while sweeping (cluster start and shutdown left out) "
+              f"{sweeping:.2f}x; median idle share {100 * idle:.1f}%; "
               f"results identical: {same}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     report = {"d": args.d, "runs": len(runs), "load_before": load,
-              "rows": [{k: v for k, v in r.items() if k != "arrays"} for r in rows]}
+              "rows": [{k: v for k, v in r.items() if k != "arrays"} for w in counts for r in rows[w]]}
     if args.project:
         report["projection"] = project(runs, base["arrays"], args.d, [int(x) for x in args.cores.split(",")])
     if args.json:
