@@ -36,7 +36,9 @@ import time
 WARM = "--cache=warm" in sys.argv or any(a == "--cache" and b == "warm" for a, b in zip(sys.argv, sys.argv[1:]))
 if WARM:
     os.environ["IMPLICITBIAS_JAX_CACHE"] = "1"
-    os.environ["IMPLICITBIAS_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-sweep-cache-")
+    if "BENCH_SWEEP_CACHE" not in os.environ:  # the workers run this module again, with the parent's environment
+        os.environ["BENCH_SWEEP_CACHE"] = tempfile.mkdtemp(prefix="bench-sweep-cache-")
+    os.environ["IMPLICITBIAS_CACHE_DIR"] = os.environ["BENCH_SWEEP_CACHE"]
     os.environ["IMPLICITBIAS_CACHE_MIN_COMPILE_S"] = "0"
 else:
     os.environ["IMPLICITBIAS_JAX_CACHE"] = "0"
@@ -188,6 +190,10 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2, default=float)
+    if WARM:
+        import shutil
+
+        shutil.rmtree(os.environ["BENCH_SWEEP_CACHE"], ignore_errors=True)
 
 
 if __name__ == "__main__":

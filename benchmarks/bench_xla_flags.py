@@ -1,15 +1,20 @@
 """XLA CPU defaults: `implicitbias` turns XLA's CPU fusion emitters off (`--xla_cpu_use_fusion_emitters=false`,
-see `implicitbias._xla_cpu_defaults`).  This measures the choice against XLA's own default in the same run.
+see `implicitbias._xla_cpu_defaults`), and the test suite also compiles with LLVM's -O1
+(`--xla_backend_optimization_level=1`, set in `tests/conftest.py`).  This measures both against XLA's own
+defaults, in the same run.
 
-Each workload runs in a fresh process, once with IMPLICITBIAS_XLA_DEFAULTS=0 (XLA's default) and once with
-our default, the persistent compilation cache off, alternating, `--repeat` times (the median is printed):
+Each workload runs in a fresh process per configuration, the persistent compilation cache off, the
+configurations in turn, `--repeat` times (the median is printed):
 - `gf-compile`: a small gradient-flow run (two-layer ReLU net, m = 20, d = 4, RKC): seconds of XLA compilation
   (JAX's `backend_compile_duration` events) and the whole `train` call;
+- `gf-runs`: 38 gradient-flow runs of `chistikov2023-fig1`'s d = 16 column, one at a time, timed after two
+  runs that compile (what a sweep's worker does once compiled);
+- `gd-steps`: 2000 GD steps of the S1 network at (n, d, m) = (100, 1000, 100), timed compiled;
 - the quick variants of a few experiments (`implicitbias run NAME --quick --workers 0`): wall time of the
   process, imports included.
-Ratios are XLA default / ours (above 1: ours is faster).
+Ratios are XLA's default / each configuration (above 1: faster than XLA's default).
 
-    python benchmarks/bench_xla_flags.py                 # ~4 min on 2 cores
+    python benchmarks/bench_xla_flags.py                 # ~8 min on 2 cores
     python benchmarks/bench_xla_flags.py --repeat 1 --experiments frei2023-kkt
 """
 
@@ -24,7 +29,7 @@ import sys
 import tempfile
 import time
 
-GF_SCRIPT = r"""
+COMPILE_SCRIPT = r"""
 import json, time
 import jax, jax.monitoring
 compile_s = []
@@ -44,49 +49,107 @@ train(net, data, Loss(name="square"), GradientFlow(solver="rkc", rtol=1e-6), sto
 print(json.dumps({"compile_s": sum(compile_s), "train_s": time.perf_counter() - t}))
 """
 
-EXPERIMENTS = ("frei2023-kkt", "frei2023-xor", "chistikov2023-fig1", "arora2019-deep-completion")
+RUNS_SCRIPT = r"""
+import json, time
+from implicitbias.experiments import get
+from implicitbias.runs.execute import train_group
+exp = get("chistikov2023-fig1")
+runs = exp.runs(exp.resolve(overrides={"grid.data.d": [16]}))[::4]
+for group in (runs[:1], runs[1:2]):
+    train_group(group)
+t = time.perf_counter()
+for run in runs[2:]:
+    train_group([run])
+print(json.dumps({"seconds": time.perf_counter() - t, "runs": len(runs) - 2}))
+"""
+
+GD_SCRIPT = r"""
+import json, time
+from implicitbias.data import GaussianMixture
+from implicitbias.losses import Loss
+from implicitbias.models import TwoLayer
+from implicitbias.training.methods import GD
+from implicitbias.training.stopping import Stop
+from implicitbias.training.train import train
+data = GaussianMixture(n=100, d=1000, n_test=0).generate(0)
+net = TwoLayer(width=100)
+def run(k):
+    return train(net, data, Loss(name="logistic"), GD(lr=0.01), stop=Stop(max_steps=10**9), checkpoints=[0, k], kkt=False)
+run(1), run(2001)  # compile
+t = time.perf_counter(); run(1); fixed = time.perf_counter() - t
+t = time.perf_counter(); run(2001); total = time.perf_counter() - t
+print(json.dumps({"steps_per_s": 2000 / (total - fixed)}))
+"""
+
+EXPERIMENTS = ("frei2023-kkt", "chistikov2023-fig1")
+
+#: configuration -> (IMPLICITBIAS_XLA_DEFAULTS, XLA_FLAGS)
+CONFIGS = {
+    "XLA default": ("0", ""),
+    "ours": ("1", ""),
+    "ours, -O1 (tests)": ("1", "--xla_backend_optimization_level=1"),
+}
 
 
-def _env(ours: bool) -> dict:
-    return {**os.environ, "IMPLICITBIAS_JAX_CACHE": "0", "IMPLICITBIAS_XLA_DEFAULTS": "1" if ours else "0"}
+def _env(config: str) -> dict:
+    defaults, flags = CONFIGS[config]
+    env = {**os.environ, "IMPLICITBIAS_JAX_CACHE": "0", "IMPLICITBIAS_XLA_DEFAULTS": defaults}
+    env.pop("XLA_FLAGS", None)
+    if flags:
+        env["XLA_FLAGS"] = flags
+    return env
 
 
-def gf(ours: bool) -> dict:
-    out = subprocess.run([sys.executable, "-c", GF_SCRIPT], env=_env(ours), capture_output=True, text=True, check=True)
+def script(source: str, config: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", source], env=_env(config), capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def experiment(name: str, ours: bool) -> float:
+def experiment(name: str, config: str) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "implicitbias.cli", "run", name, "--quick", "--workers", "0",
-                        "--no-progress", "--out", tmp], env=_env(ours), capture_output=True, check=True)
+                        "--no-progress", "--out", tmp], env=_env(config), capture_output=True, check=True)
         return time.perf_counter() - started
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--experiments", nargs="*", default=list(EXPERIMENTS))
     args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
+    workloads = [
+        ("gf-compile: XLA compile s", lambda c: script(COMPILE_SCRIPT, c)["compile_s"], False),
+        ("gf-compile: train s", None, False),
+        ("gf-runs: 38 compiled runs s", lambda c: script(RUNS_SCRIPT, c)["seconds"], False),
+        ("gd-steps: steps/s", lambda c: script(GD_SCRIPT, c)["steps_per_s"], True),
+    ] + [(f"{name} --quick: wall s", (lambda c, name=name: experiment(name, c)), False) for name in args.experiments]
     rows = []
-    samples = {True: [], False: []}
-    for _ in range(args.repeat):
-        for ours in (False, True):
-            samples[ours].append(gf(ours))
-    for key in ("compile_s", "train_s"):
-        base = statistics.median(s[key] for s in samples[False])
-        mine = statistics.median(s[key] for s in samples[True])
-        rows.append((f"gf-compile: {key}", base, mine))
-    for name in args.experiments:
-        walls = {True: [], False: []}
+    for label, fn, higher in workloads:
+        if fn is None:
+            continue
+        samples = {c: [] for c in CONFIGS}
+        train_s = {c: [] for c in CONFIGS}
         for _ in range(args.repeat):
-            for ours in (False, True):
-                walls[ours].append(experiment(name, ours))
-        rows.append((f"{name} --quick: wall s", statistics.median(walls[False]), statistics.median(walls[True])))
-    print(f"{'workload':<48} {'XLA default':>12} {'ours':>10} {'ratio':>7}")
-    for label, base, mine in rows:
-        print(f"{label:<48} {base:12.2f} {mine:10.2f} {base / mine:7.2f}x")
+            for config in CONFIGS:
+                if label.startswith("gf-compile"):
+                    out = script(COMPILE_SCRIPT, config)
+                    samples[config].append(out["compile_s"])
+                    train_s[config].append(out["train_s"])
+                else:
+                    samples[config].append(fn(config))
+        rows.append((label, {c: statistics.median(v) for c, v in samples.items()}, higher))
+        if label.startswith("gf-compile"):
+            rows.append(("gf-compile: train s", {c: statistics.median(v) for c, v in train_s.items()}, False))
+        print(f"  done: {label}", flush=True)
+    names = list(CONFIGS)
+    print(f"{'workload':<40}" + "".join(f"{n:>14}" for n in names) + "".join(f"{'ratio ' + n:>20}" for n in names[1:]))
+    for label, med, higher in rows:
+        base = med[names[0]]
+        ratios = [(med[n] / base if higher else base / med[n]) for n in names[1:]]
+        print(f"{label:<40}" + "".join(f"{med[n]:14.2f}" for n in names) + "".join(f"{r:19.2f}x" for r in ratios))
+    print(f"load average after {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ def test_ctrl_c_during_a_store_write_is_raised_after_the_file_is_complete(tmp_pa
     import os
     import signal
 
-    from implicitbias.storage.store import atomic_netcdf
+    from implicitbias.storage.store import atomic_file
 
     ds = xr.Dataset({"x": ("i", np.arange(5.0))})
     reached = []
@@ -68,10 +68,15 @@ def test_ctrl_c_during_a_store_write_is_raised_after_the_file_is_complete(tmp_pa
         ds.to_netcdf(tmp)
         reached.append(True)
 
-    with pytest.raises(KeyboardInterrupt):
-        atomic_netcdf(write, tmp_path / "a.nc")
+    # Ctrl-C as in a terminal, even where pytest inherited SIGINT ignored (started with `&` from a script)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            atomic_file(write, tmp_path / "a.nc")
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     assert reached, "the write ran to its end"
     with xr.open_dataset(tmp_path / "a.nc") as back:
         np.testing.assert_array_equal(back["x"].values, ds["x"].values)
     assert not list(tmp_path.glob(".*.tmp"))
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -172,10 +172,17 @@ def _no_survivors():
             proc.wait()
 
 
+#: `python -m implicitbias.cli` with Ctrl-C raising KeyboardInterrupt, as in a terminal, even where this test
+#: process inherited SIGINT ignored (pytest started with `&` from a non-interactive shell), which its
+#: children would inherit
+_CLI = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "runpy.run_module('implicitbias.cli', run_name='__main__', alter_sys=True)")
+
+
 def _cli(out: Path, *extra: str, trials: int = 2) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     command = [*SMALL_FIG1[:-1], f"trials={trials}"]
-    proc = subprocess.Popen([sys.executable, "-m", "implicitbias.cli", "run", *command, "--out", str(out), *extra],
+    proc = subprocess.Popen([sys.executable, "-c", _CLI, "run", *command, "--out", str(out), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     _STARTED.append(proc)
     return proc

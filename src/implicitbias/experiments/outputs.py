@@ -11,6 +11,7 @@ import yaml
 from implicitbias.experiments.base import Experiment
 from implicitbias.experiments.figures import thin_log_axes
 from implicitbias.runs.results import Results
+from implicitbias.storage.results import atomic_file
 
 
 def write_figures(experiment: Experiment, results: Results, out_dir: Path,
@@ -30,8 +31,9 @@ def write_figures(experiment: Experiment, results: Results, out_dir: Path,
         thin_log_axes(fig)
         fig.tight_layout()
         png = fig_dir / f"{figure.name}.png"
-        fig.savefig(png, dpi=120)
-        fig.savefig(fig_dir / f"{figure.name}.pdf")
+        # through temporary files: two processes finishing the same directory never leave half a figure
+        atomic_file(lambda tmp, fig=fig: fig.savefig(tmp, format="png", dpi=120), png)
+        atomic_file(lambda tmp, fig=fig: fig.savefig(tmp, format="pdf"), fig_dir / f"{figure.name}.pdf")
         plt.close(fig)
         written.append((figure.name, figure.title, png))
     return written
@@ -43,9 +45,10 @@ def write_outputs(experiment: Experiment, results: Results, out_dir: Path, run_i
 
     figures = write_figures(experiment, results, out_dir, warn)
     tables = experiment.tables(results, out_dir / "figures") if experiment.tables else []
-    (out_dir / "checks.json").write_text(json.dumps(results.checks, indent=2))
+    atomic_file(lambda tmp: tmp.write_text(json.dumps(results.checks, indent=2)), out_dir / "checks.json")
     info = dict(run_info)
-    (out_dir / "run.json").write_text(json.dumps({"experiment": experiment.name, **info}, indent=2))
+    atomic_file(lambda tmp: tmp.write_text(json.dumps({"experiment": experiment.name, **info}, indent=2)),
+                out_dir / "run.json")
     report = write_report(
         out_dir,
         title=experiment.name,

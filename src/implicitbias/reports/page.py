@@ -124,8 +124,8 @@ def html_page(title: str, body: str, css: str = "") -> str:
 
 
 def write_atomic(path: Path, text: str) -> Path:
-    """Write `text` to `path` through a temporary file, so a reader never sees half a page."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    """Write `text` to `path` through a temporary file of its own (`storage.results.atomic_file`), so a
+    reader never sees half a page and two processes writing the same page do not collide."""
+    from implicitbias.storage.results import atomic_file
+
+    return atomic_file(lambda tmp: tmp.write_text(text, encoding="utf-8"), path)

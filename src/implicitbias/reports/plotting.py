@@ -116,9 +116,12 @@ def save_figure(fig: Figure, directory: str | Path, name: str, *, dpi: int = 120
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"{name}.png", directory / f"{name}.pdf"]
-    with mpl.rc_context(STYLE):
-        fig.savefig(paths[0], dpi=dpi, metadata={"Software": None})
-        fig.savefig(paths[1], metadata={"CreationDate": None, "Creator": None, "Producer": None})
+    from implicitbias.storage.results import atomic_file
+
+    with mpl.rc_context(STYLE):  # each file through a temporary one: a reader never sees half a figure
+        atomic_file(lambda tmp: fig.savefig(tmp, format="png", dpi=dpi, metadata={"Software": None}), paths[0])
+        atomic_file(lambda tmp: fig.savefig(tmp, format="pdf", metadata={"CreationDate": None, "Creator": None,
+                                                                         "Producer": None}), paths[1])
     _close(fig)
     return paths
 

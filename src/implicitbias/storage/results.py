@@ -110,9 +110,12 @@ def write_netcdf(obj, path: str | os.PathLike) -> None:
         obj.to_netcdf(path, engine="netcdf4")
 
 
-def atomic_netcdf(write: Callable[[Path], None], path: Path) -> Path:
-    """Call `write(tmp)` on a fresh temporary name beside `path`, then rename it to `path`.  A Ctrl-C that
-    arrives meanwhile is held back until the file is in place (see `deferred_interrupt`)."""
+def atomic_file(write: Callable[[Path], None], path: Path) -> Path:
+    """Call `write(tmp)` on a fresh temporary name beside `path` (unique per process and call, so two
+    processes writing the same file never share one), then rename it to `path`: a reader sees the old file
+    or the new one, never half of one.  A Ctrl-C that arrives meanwhile is held back until the file is in
+    place (see `deferred_interrupt`).  The temporary name ends in .tmp: `write` must not infer the format
+    from the suffix."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     with deferred_interrupt():
@@ -151,8 +154,8 @@ def deferred_interrupt():
 
 def save(ds: xr.Dataset, path: str | os.PathLike) -> Path:
     """Write to NetCDF4 atomically (a uniquely named temporary file renamed into place), with Ctrl-C held
-    back until the file is in place (`atomic_netcdf`)."""
-    return atomic_netcdf(lambda tmp: write_netcdf(ds, tmp), Path(path))
+    back until the file is in place (`atomic_file`)."""
+    return atomic_file(lambda tmp: write_netcdf(ds, tmp), Path(path))
 
 
 def load(path: str | os.PathLike) -> xr.Dataset:
@@ -200,7 +203,7 @@ def save_results(results, path: str | os.PathLike) -> Path:
         if f"data/{key}" not in nodes:
             nodes[f"data/{key}"] = data_to_xarray(results.datasets[key], spec)
     tree = xr.DataTree.from_dict(nodes)
-    return atomic_netcdf(lambda tmp: write_netcdf(tree, tmp), Path(path))
+    return atomic_file(lambda tmp: write_netcdf(tree, tmp), Path(path))
 
 
 def load_results(path: str | os.PathLike):

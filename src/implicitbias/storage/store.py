@@ -22,7 +22,7 @@ import xarray as xr
 
 from implicitbias.data import Dataset
 from implicitbias.runs.spec import RESULTS_FORMAT, RunSpec
-from implicitbias.storage.results import atomic_netcdf, deferred_interrupt, load, save, write_netcdf  # noqa: F401
+from implicitbias.storage.results import atomic_file, deferred_interrupt, load, save, write_netcdf  # noqa: F401
 
 
 class RunStore:
@@ -68,7 +68,7 @@ class RunStore:
     def save_data(self, spec: RunSpec, data: Dataset) -> Path:
         path = self.data_path(spec)
         if not path.exists():
-            atomic_netcdf(lambda tmp: write_netcdf(data_to_xarray(data, spec), tmp), path)
+            atomic_file(lambda tmp: write_netcdf(data_to_xarray(data, spec), tmp), path)
         return path
 
     def load_data(self, spec: RunSpec) -> Dataset | None:
