@@ -244,3 +244,25 @@ def test_boursier_flat_gap_fails():
 def test_boursier_loss_that_does_not_converge_exponentially_fails():
     out = BoursierOrthogonal().check(_orthogonal_cell(lambda lam: 0.5 * lam**0.367, decay="power"))
     assert _outcome(out, ["loss -> 0"]) == "fails"
+
+
+def test_the_neuron_that_sets_the_max_angle_is_named_with_its_weight_share():
+    """`max_angle_pair`: a bundle along e_1 plus one active neuron opposite-ish to it.  Tiny, it sets the
+    angle with a share ~1e-12 (what the report says for Figure 1's failing centred cells); the same neuron
+    made heavy (the negative control) gets a share of order one."""
+    from implicitbias.metrics.neurons import max_angle_pair, weighted_max_angle
+
+    X = np.array([[1.0, 0.2, 0.0], [1.0, -0.2, 0.1], [0.3, 1.0, 0.0]])
+    W = np.array([[1.0, 0.0, 0.0], [0.9, 0.01, 0.0], [-0.2, 1.0, 0.0]])
+    for size, low, high in ((1e-12, 0.0, 1e-10), (1.0, 0.2, 1.0)):
+        Ws = W.copy()
+        Ws[2] *= size
+        a = np.linalg.norm(Ws, axis=1)  # balanced, positive
+        angle, share = max_angle_pair(Ws, a, X)
+        expected = math.atan2(1.0, -0.2)  # the angle between e_1 and (-0.2, 1, 0)
+        assert angle == pytest.approx(expected, rel=1e-12)
+        assert low <= share <= high, (size, share)
+    # the weighted angle leaves the tiny neuron out; max_angle_pair does not
+    Ws = W.copy()
+    Ws[2] *= 1e-12
+    assert weighted_max_angle(Ws, np.linalg.norm(Ws, axis=1), X) < 0.02

@@ -30,6 +30,28 @@ def angles_to(U, v) -> np.ndarray:
     return np.where(norms > 0, out, np.nan)
 
 
+def max_angle_pair(W, a, X) -> tuple[float, float]:
+    """(the max angle (rad) between active neurons, the weight share |a_j| ||w_j|| / sum_k |a_k| ||w_k|| of
+    the lighter of the two neurons that make it); (0, nan) with fewer than two active neurons.  Tells
+    whether Figure 1's quantity is set by a neuron that matters or by one that vanishes with lambda."""
+    W = np.asarray(W, dtype=np.float64)
+    a = np.asarray(a, dtype=np.float64).reshape(-1)
+    norms = np.linalg.norm(W, axis=1)
+    weight = np.abs(a) * norms
+    idx = np.flatnonzero(np.any(np.asarray(X) @ W.T > 0, axis=0) & (norms > 0))
+    if idx.size < 2:
+        return 0.0, float("nan")
+    U = W[idx] / norms[idx, None]
+    best, pair = -1.0, (idx[0], idx[1])
+    for i in range(U.shape[0] - 1):
+        angles = 2.0 * np.arctan2(np.linalg.norm(U[i + 1:] - U[i], axis=1), np.linalg.norm(U[i + 1:] + U[i], axis=1))
+        k = int(np.argmax(angles))
+        if angles[k] > best:
+            best, pair = float(angles[k]), (idx[i], idx[i + 1 + k])
+    total = weight.sum()
+    return best, float(min(weight[pair[0]], weight[pair[1]]) / total) if total > 0 else float("nan")
+
+
 def weighted_max_angle(W, a, X, rel: float = WEIGHT_REL) -> float:
     """The max angle (rad) between active neurons carrying weight; 0 with fewer than two of them."""
     W = np.asarray(W, dtype=np.float64)

@@ -69,6 +69,19 @@ def weighted_max_angles(results, datasets, rel: float = 1e-6) -> np.ndarray:
     return out
 
 
+def angle_setting_shares(results, datasets) -> np.ndarray:
+    """Per run, the weight share of the lighter neuron of the pair that makes the max angle between active
+    neurons (`metrics.neurons.max_angle_pair`), from the final parameters; NaN where there is none."""
+    from implicitbias.metrics.neurons import max_angle_pair
+
+    out = np.full(results.sizes["run"], np.nan)
+    for r in range(out.size):
+        params = final_parameters(results, r)
+        if params is not None:
+            out[r] = max_angle_pair(*params, datasets[r].X)[1]
+    return out
+
+
 def v_star_norm(run, r: int) -> float:
     """||v*|| of run r's data (info["v_star"]; 1 when the generator does not record a teacher)."""
     v = run.data[r].info.get("v_star")
@@ -273,10 +286,18 @@ class ChistikovTheorem7(Theorem):
         recorded = final(run.results, "max_angle")
         weighted = weighted_max_angles(run.results, run.data, self.weight_rel)
         what = f"with |a_j| ||w_j|| >= {self.weight_rel:g} sum_k |a_k| ||w_k||"
-        return [self._rate(run, recorded, "max angle between active neurons"),
+        shares = angle_setting_shares(run.results, run.data)
+        lam = run_lambdas(run)
+        smallest = np.isfinite(shares) & (lam == lam.min())
+        setter = ""
+        if smallest.any():
+            setter = (f"; at the smallest lambda the angle is set by a neuron carrying a share "
+                      f"{np.median(shares[smallest]):.2g} (median over trials; max {np.max(shares[smallest]):.2g}) "
+                      "of sum_k |a_k| ||w_k||")
+        return [self._rate(run, recorded, "max angle between active neurons", extra=setter),
                 self._rate(run, weighted, f"max angle between active neurons {what}")]
 
-    def _rate(self, run, angle, what: str) -> Verdict:
+    def _rate(self, run, angle, what: str, extra: str = "") -> Verdict:
         lam = run_lambdas(run)
         statement = (f"{what} -> 0 as lambda -> 0, about proportionally (Figure 1): exponent p of angle ~ "
                      f"lambda^p over the regime")
@@ -294,7 +315,7 @@ class ChistikovTheorem7(Theorem):
         g, med = group_by_lambda(lam[keep], angle[keep])
         note = ("median (rad) by lambda: " + ", ".join(f"{x:.3g}: {y:.3g}" for x, y in zip(g, med))
                 + (f"; {int(zero.sum())} run(s) with angle 0 (fewer than two such neurons) left out" if zero.any()
-                   else ""))
+                   else "") + extra)
         return rate_verdict(self.title, statement, fit, self.ANGLE_RATE, self.ANGLE_COMPETITORS, note=note)
 
     def _rank_one(self, run, what: str) -> Verdict:
