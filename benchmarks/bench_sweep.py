@@ -8,7 +8,9 @@ spent inside tasks summed over workers, and the idle share 1 - task seconds / (w
 time, from `run_sweep` to its return): everything in the sweep that is not training (Dask's scheduling,
 transfers, and the tail where one worker finishes the last long task alone).  The counts are timed in
 turn, `--repeats` times, so that a change of this shared machine's load hits every count alike; then the
-throughput ratio of the median walls against 1 worker, and that the results are identical.
+throughput ratio of the median walls against 1 worker, and that the results are identical.  `--ceiling`
+also trains the runs in 1 and N plain processes, pinned like the workers but without Dask, each with a
+fixed share of the runs: what this machine allows for them, against which the Dask ratio is read.
 
 `--project` adds a projection of the whole Figure 1 grid (d = 4 ... 1024) on K cores, from the runs just
 measured: gradient evaluations per run (set by the dynamics, nearly independent of d) x the cost of one
@@ -17,6 +19,7 @@ measured on the runs), plus the measured fixed cost of a run.
 
     python benchmarks/bench_sweep.py                      # d = 16, 1 and 2 workers, 2 repeats (~5 min here)
     python benchmarks/bench_sweep.py --cache warm         # the same with a filled compilation cache
+    python benchmarks/bench_sweep.py --ceiling            # and the same runs in plain processes, no Dask
     python benchmarks/bench_sweep.py --limit 16 --project # a smoke run on 16 of the runs
 """
 
@@ -76,6 +79,42 @@ def sweep(runs, workers: int) -> dict:
     return {"workers": workers, "wall_s": wall, "cluster_start_s": up, "shutdown_s": shutdown,
             "sweep_s": out.wall_time_s, "task_s": out.compute_s, "main_cpu_s": main_cpu,
             "idle_share": 1.0 - busy, "failed": len(out.failed), "arrays": out.arrays}
+
+
+def _plain_process(core: int, spec_jsons: list[str], root: str) -> None:
+    """One plain process of `plain`: pinned to `core` before JAX starts its threads, trains its runs one by
+    one and stores them, as a Dask worker does, with no Dask around."""
+    os.sched_setaffinity(0, {core})
+    from implicitbias.sweeps.sweep import train_task
+
+    for spec in spec_jsons:
+        train_task([spec], root)
+
+
+def plain(runs, processes: int) -> float:
+    """The ceiling without Dask: `processes` plain processes, each pinned to its own core with its share of
+    the runs (every k-th, so that slow and fast lambdas mix), started together; the wall time from their
+    start (imports included, as a cluster start is) to the last one's end."""
+    import multiprocessing
+
+    from implicitbias.sweeps.cluster import SINGLE_THREAD_ENV, usable_cores
+
+    os.environ.update(SINGLE_THREAD_ENV)  # inherited by the spawned processes
+    cores = usable_cores()
+    specs = [r.to_json() for r in runs]
+    ctx = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        procs = [ctx.Process(target=_plain_process, args=(cores[i % len(cores)], specs[i::processes], tmp))
+                 for i in range(processes)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+        wall = time.perf_counter() - started
+        if any(p.exitcode for p in procs):
+            raise RuntimeError(f"a plain process failed: exit codes {[p.exitcode for p in procs]}")
+    return wall
 
 
 def gradient_seconds(d: int, repeats: int = 5) -> float:
@@ -140,6 +179,8 @@ def main() -> None:
                         help="persistent compilation cache: off, or filled before timing (see WARM)")
     parser.add_argument("--repeats", type=int, default=2, help="interleaved repeats of every worker count")
     parser.add_argument("--limit", type=int, help="only every k-th run, so that about this many remain")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="also time the same runs in plain pinned processes without Dask (see `plain`)")
     parser.add_argument("--project", action="store_true", help="project the whole Figure 1 grid")
     parser.add_argument("--cores", default="2,16,64,256,1024")
     parser.add_argument("--json", help="write the numbers here")
@@ -168,6 +209,13 @@ def main() -> None:
                   f"{100 * row['idle_share']:5.1f}%, main process CPU {row['main_cpu_s']:.1f} s "
                   f"({100 * row['main_cpu_s'] / (w * row['wall_s']):.1f}% of the workers' cores), "
                   f"failed runs {row['failed']}", flush=True)
+    ceiling: dict[int, list[float]] = {w: [] for w in counts}
+    if args.ceiling:
+        for r in range(args.repeats):
+            for w in counts:
+                ceiling[w].append(plain(runs, w))
+                print(f"  [{r + 1}/{args.repeats}] {w} plain process(es), no Dask: wall {ceiling[w][-1]:7.1f} s",
+                      flush=True)
     base_w = counts[0]
     base = rows[base_w][0]
     for w in counts[1:]:
@@ -182,9 +230,14 @@ def main() -> None:
               f"{', '.join(f'{x:.2f}' for x in ratios)}); while sweeping (cluster start and shutdown left out) "
               f"{sweeping:.2f}x; median idle share {100 * idle:.1f}%; "
               f"results identical: {same}")
+        if args.ceiling:
+            bound = float(np.median(ceiling[base_w]) / np.median(ceiling[w]))
+            print(f"  the same with {w} plain processes / {base_w}, no Dask: {bound:.2f}x (this machine's ceiling for "
+                  f"these runs); Dask reaches {median / bound:.0%} of it")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     report = {"d": args.d, "runs": len(runs), "load_before": load,
-              "rows": [{k: v for k, v in r.items() if k != "arrays"} for w in counts for r in rows[w]]}
+              "rows": [{k: v for k, v in r.items() if k != "arrays"} for w in counts for r in rows[w]],
+              "plain_wall_s": ceiling}
     if args.project:
         report["projection"] = project(runs, base["arrays"], args.d, [int(x) for x in args.cores.split(",")])
     if args.json:
