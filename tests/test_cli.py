@@ -32,6 +32,14 @@ def test_describe_prints_the_resolved_config_and_checks(capsys):
     assert "gamma: 0.9" in out and "Frei et al. 2023, Theorem 3.2" in out
 
 
+def test_every_set_flag_applies_when_repeated(capsys):
+    # regression: with argparse's default action a second --set replaced the first, silently
+    assert main(["describe", "kou2023-rates", "--set", "stop.max_steps=123456", "--set", "checkpoints=7",
+                 "model.width=12"]) == 0
+    out = capsys.readouterr().out
+    assert "max_steps: 123456" in out and "checkpoints: 7" in out and "width: 12" in out
+
+
 @pytest.mark.parametrize(
     "setting, field",
     [

@@ -189,13 +189,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("describe", help="the resolved config and the checks of an experiment")
     p.add_argument("name")
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE")
+    p.add_argument("--set", nargs="*", action="extend", default=[], metavar="FIELD=VALUE")
     p.set_defaults(fn=cmd_describe)
     p = sub.add_parser("run", help="train an experiment and write config, results, figures, checks, report")
     p.add_argument("name")
     p.add_argument("--quick", action="store_true", help="the small variant (<= 60 s on 2 cores)")
     p.add_argument("--out", help="output directory (default runs/NAME[-quick])")
-    p.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="override config fields")
+    p.add_argument("--set", nargs="*", action="extend", default=[], metavar="FIELD=VALUE",
+                   help="override config fields (repeat --set or list several after one)")
     p.add_argument("--seed", type=int, help="base seed of data and initialisation")
     p.add_argument("--strict", action="store_true", help="exit 1 when a prediction fails")
     p.add_argument("--workers", type=int, help="Dask worker processes on this machine (default: one per core; "
