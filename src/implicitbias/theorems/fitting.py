@@ -323,7 +323,11 @@ def limit_verdict(theorem: str, run, statement: str, name: str, target, tol: flo
     structure's), so a limit extrapolated below the target means an approach faster than 1/log t, which is
     consistent with the claim. The verdict holds when y_inf + 2 se <= bound and fails when y_inf - 2 se > bound
     (se: the standard error of the extrapolation); in between it is `not_evaluated` (inconclusive), with the
-    numbers in the note.
+    numbers in the note.  A run approaching from below (c < 0: rising), whose last value is still within the
+    bound, cannot fail: 1/log t is the slowest approach the fit allows, so its y_inf is an upper estimate of
+    the limit, and the last value a lower one; with the bound between the two the verdict is inconclusive.
+    (Kou's ReLU srank rises to 2.408 over 5 10^4 GD steps on kou2023-rates full, below srank(W_inf) + 0.05 =
+    2.533, while the slowest-approach extrapolation gives 2.64.)
     window(run, r): the checkpoints fitted (default: the last half, `late_window`); `values` (run,
     checkpoint) replaces the recorded metric `name`; `extra`: a note per run."""
     res = run.results
@@ -344,6 +348,14 @@ def limit_verdict(theorem: str, run, statement: str, name: str, target, tol: flo
     if wide and v.outcome in ("holds", "fails"):
         v = dataclasses.replace(v, outcome="not_evaluated", note=v.note + (
             "; inconclusive: y_inf +- 2 se straddles the bound on " + ", ".join(run_labels(run)[r] for r in wide)))
+    if v.outcome == "fails":
+        above = [r for r, f in enumerate(fits) if f.y_inf - 2.0 * (f.se if math.isfinite(f.se) else 0.0) > bound[r]]
+        rising = [r for r in above if fits[r].c < 0 and fits[r].last <= bound[r]]
+        if above and len(rising) == len(above):
+            v = dataclasses.replace(v, outcome="not_evaluated", note=v.note + (
+                "; inconclusive: rising towards the limit (c < 0) and still within the bound at the last checkpoint "
+                "on " + ", ".join(run_labels(run)[r] for r in rising) + "; only the slowest-approach (1/log t) "
+                "extrapolation exceeds it"))
     return v
 
 
