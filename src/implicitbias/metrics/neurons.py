@@ -30,39 +30,41 @@ def angles_to(U, v) -> np.ndarray:
     return np.where(norms > 0, out, np.nan)
 
 
+def _widest_pair(U) -> tuple[float, int, int]:
+    """The largest angle (rad) between rows of the unit-row matrix U, 2 atan2(||u - v||, ||u + v||), and the
+    rows (i, j) that make it; (0, -1, -1) with fewer than two rows."""
+    best, pair = 0.0, (-1, -1)
+    for i in range(U.shape[0] - 1):
+        angles = 2.0 * np.arctan2(np.linalg.norm(U[i + 1:] - U[i], axis=1), np.linalg.norm(U[i + 1:] + U[i], axis=1))
+        k = int(np.argmax(angles))
+        if pair[0] < 0 or angles[k] > best:
+            best, pair = float(angles[k]), (i, i + 1 + k)
+    return best, pair[0], pair[1]
+
+
+def _active_neurons(W, a, X):
+    """(W, |a_j| ||w_j||, ||w_j||, mask of the nonzero neurons active on some training input) in float64."""
+    W = np.asarray(W, dtype=np.float64)
+    a = np.asarray(a, dtype=np.float64).reshape(-1)
+    norms = np.linalg.norm(W, axis=1)
+    return W, np.abs(a) * norms, norms, np.any(np.asarray(X) @ W.T > 0, axis=0) & (norms > 0)
+
+
 def max_angle_pair(W, a, X) -> tuple[float, float]:
     """(the max angle (rad) between active neurons, the weight share |a_j| ||w_j|| / sum_k |a_k| ||w_k|| of
     the lighter of the two neurons that make it); (0, nan) with fewer than two active neurons.  Tells
     whether Figure 1's quantity is set by a neuron that matters or by one that vanishes with lambda."""
-    W = np.asarray(W, dtype=np.float64)
-    a = np.asarray(a, dtype=np.float64).reshape(-1)
-    norms = np.linalg.norm(W, axis=1)
-    weight = np.abs(a) * norms
-    idx = np.flatnonzero(np.any(np.asarray(X) @ W.T > 0, axis=0) & (norms > 0))
+    W, weight, norms, active = _active_neurons(W, a, X)
+    idx = np.flatnonzero(active)
     if idx.size < 2:
         return 0.0, float("nan")
-    U = W[idx] / norms[idx, None]
-    best, pair = -1.0, (idx[0], idx[1])
-    for i in range(U.shape[0] - 1):
-        angles = 2.0 * np.arctan2(np.linalg.norm(U[i + 1:] - U[i], axis=1), np.linalg.norm(U[i + 1:] + U[i], axis=1))
-        k = int(np.argmax(angles))
-        if angles[k] > best:
-            best, pair = float(angles[k]), (idx[i], idx[i + 1 + k])
+    best, i, j = _widest_pair(W[idx] / norms[idx, None])
     total = weight.sum()
-    return best, float(min(weight[pair[0]], weight[pair[1]]) / total) if total > 0 else float("nan")
+    return best, float(min(weight[idx[i]], weight[idx[j]]) / total) if total > 0 else float("nan")
 
 
 def weighted_max_angle(W, a, X, rel: float = WEIGHT_REL) -> float:
     """The max angle (rad) between active neurons carrying weight; 0 with fewer than two of them."""
-    W = np.asarray(W, dtype=np.float64)
-    a = np.asarray(a, dtype=np.float64).reshape(-1)
-    norms = np.linalg.norm(W, axis=1)
-    weight = np.abs(a) * norms
-    keep = np.any(np.asarray(X) @ W.T > 0, axis=0) & (weight >= rel * weight.sum()) & (norms > 0)
-    U = W[keep] / norms[keep, None]
-    best = 0.0
-    for i in range(U.shape[0] - 1):
-        diff = np.linalg.norm(U[i + 1:] - U[i], axis=1)
-        summ = np.linalg.norm(U[i + 1:] + U[i], axis=1)
-        best = max(best, float(np.max(2.0 * np.arctan2(diff, summ))))
-    return best
+    W, weight, norms, active = _active_neurons(W, a, X)
+    keep = active & (weight >= rel * weight.sum())
+    return _widest_pair(W[keep] / norms[keep, None])[0]

@@ -56,17 +56,22 @@ def group_by_lambda(lam, values, reduce=np.median) -> tuple[np.ndarray, np.ndarr
     return grid, np.asarray(out)
 
 
+def _per_run(results, datasets, fn) -> np.ndarray:
+    """fn(W, a, X) on each run's final parameters and training inputs; NaN where none are stored."""
+    out = np.full(results.sizes["run"], np.nan)
+    for r in range(out.size):
+        params = final_parameters(results, r)
+        if params is not None:
+            out[r] = fn(*params, datasets[r].X)
+    return out
+
+
 def weighted_max_angles(results, datasets, rel: float = 1e-6) -> np.ndarray:
     """Per run, `metrics.neurons.weighted_max_angle` of the final parameters: the max angle (rad) between the
     active neurons with |a_j| ||w_j|| >= rel x sum_k |a_k| ||w_k||. `datasets[r]` is run r's training data."""
     from implicitbias.metrics.neurons import weighted_max_angle
 
-    out = np.full(results.sizes["run"], np.nan)
-    for r in range(out.size):
-        params = final_parameters(results, r)
-        if params is not None:
-            out[r] = weighted_max_angle(*params, datasets[r].X, rel)
-    return out
+    return _per_run(results, datasets, lambda W, a, X: weighted_max_angle(W, a, X, rel))
 
 
 def angle_setting_shares(results, datasets) -> np.ndarray:
@@ -74,12 +79,7 @@ def angle_setting_shares(results, datasets) -> np.ndarray:
     neurons (`metrics.neurons.max_angle_pair`), from the final parameters; NaN where there is none."""
     from implicitbias.metrics.neurons import max_angle_pair
 
-    out = np.full(results.sizes["run"], np.nan)
-    for r in range(out.size):
-        params = final_parameters(results, r)
-        if params is not None:
-            out[r] = max_angle_pair(*params, datasets[r].X)[1]
-    return out
+    return _per_run(results, datasets, lambda W, a, X: max_angle_pair(W, a, X)[1])
 
 
 def v_star_norm(run, r: int) -> float:
