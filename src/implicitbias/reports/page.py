@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from implicitbias.storage.results import atomic_file
+
 OUTCOMES = ("holds", "fails", "outside_scope", "not_evaluated")
 KINDS = ("assumption", "prediction")
 
@@ -126,6 +128,4 @@ def html_page(title: str, body: str, css: str = "") -> str:
 def write_atomic(path: Path, text: str) -> Path:
     """Write `text` to `path` through a temporary file of its own (`storage.results.atomic_file`), so a
     reader never sees half a page and two processes writing the same page do not collide."""
-    from implicitbias.storage.results import atomic_file
-
     return atomic_file(lambda tmp: tmp.write_text(text, encoding="utf-8"), path)

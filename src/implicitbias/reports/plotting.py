@@ -24,6 +24,8 @@ import xarray as xr
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from implicitbias.storage.results import atomic_file
+
 #: rcParams of every figure (applied while it is built and drawn on)
 STYLE = {
     "font.size": 9,
@@ -116,8 +118,6 @@ def save_figure(fig: Figure, directory: str | Path, name: str, *, dpi: int = 120
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"{name}.png", directory / f"{name}.pdf"]
-    from implicitbias.storage.results import atomic_file
-
     with mpl.rc_context(STYLE):  # each file through a temporary one: a reader never sees half a figure
         atomic_file(lambda tmp: fig.savefig(tmp, format="png", dpi=dpi, metadata={"Software": None}), paths[0])
         atomic_file(lambda tmp: fig.savefig(tmp, format="pdf", metadata={"CreationDate": None, "Creator": None,
