@@ -2,8 +2,6 @@
 and every experiment's quick variant end to end (files, checks, recomputation, report)."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -66,12 +64,17 @@ def test_missing_cifar_archive_names_the_path(tmp_path, capsys):
     assert code == 2 and str(missing) in capsys.readouterr().err
 
 
-def test_diverging_learning_rate_is_reported_not_saved(tmp_path):
-    # in a fresh process: a diverged run must not share compiled state with the other runs of this module
-    proc = subprocess.run([sys.executable, "-m", "implicitbias.cli", "run", "frei2023-fig1", "--quick", "--out",
-                           str(tmp_path), "--workers", "0", "--set", "method.lr=1e6"], capture_output=True, text=True)
-    assert proc.returncode == 3
-    assert "diverged at step" in proc.stderr and "method.lr" in proc.stderr
+@pytest.mark.xdist_group("frei2023-fig1")
+def test_diverging_learning_rate_is_reported_not_saved(tmp_path, capsys, quick_runs, tmp_path_factory):
+    # in the process that also trained frei2023-fig1's quick variant (the same compiled programs, lr traced): a
+    # diverged run is reported from its own values, whatever ran before it
+    assert _run_quick("frei2023-fig1", quick_runs, tmp_path_factory)[0] == 0
+    capsys.readouterr()
+    code = main(["run", "frei2023-fig1", "--quick", "--out", str(tmp_path), "--workers", "0", "--no-progress",
+                 "--set", "method.lr=1e6"])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert "diverged at step" in err and "method.lr" in err
     # every run diverged: nothing is saved as a result (each run is stored as diverged, for resumption)
     assert not (tmp_path / "results.nc").exists() and not (tmp_path / "report.html").exists()
 
