@@ -51,6 +51,20 @@ def test_stage_count_rule():
     assert int(rkc_stage_count(1e8, s_max=50)) == 50
 
 
+def test_chebyshev_end_matches_the_recurrence():
+    """The closed form of T_s'(w0), T_s''(w0) against the three-term recurrences, at the solver's w0."""
+    from implicitbias.training.rkc import _DAMPING, _chebyshev_end
+
+    for s in [2, 3, 5, 17, 100, 400, 1000]:
+        w0 = 1.0 + _DAMPING / s**2
+        t, t_prev, d, d_prev, e, e_prev = w0, 1.0, 1.0, 0.0, 0.0, 0.0  # T_1, T_0 and their derivatives
+        for _ in range(2, s + 1):
+            t, t_prev, d, d_prev, e, e_prev = (2 * w0 * t - t_prev, t, 2 * t + 2 * w0 * d - d_prev, d,
+                                               4 * d + 2 * w0 * e - e_prev, e)
+        d_s, e_s = _chebyshev_end(jnp.asarray(w0), s)
+        np.testing.assert_allclose([float(d_s), float(e_s)], [d, e], rtol=1e-11)
+
+
 def test_linear_matches_expm_and_beats_tsit5(stiff_linear):
     A, y0, term = stiff_linear["A"], stiff_linear["y0"], stiff_linear["term"]
     exact = sla.expm(-A * T_LONG) @ y0

@@ -85,6 +85,34 @@ def test_batch_equals_runs_one_by_one():
             np.testing.assert_allclose(together[name].values[r], alone[name].values[0], rtol=1e-10, atol=1e-13)
 
 
+def test_gc_is_paused_until_the_first_checkpoint_and_restored(monkeypatch):
+    import gc
+
+    from implicitbias.training import train as train_module
+
+    T = sys.modules[train_module.__module__]
+    states = []
+    record = T.Recorder.host
+    monkeypatch.setattr(T.Recorder, "host", staticmethod(lambda row: (states.append(gc.isenabled()), record(row))[1]))
+    data = _classification(n=6, d=10)
+    train(TwoLayer(width=4), data, method=GD(lr=0.1), stop=Stop(max_steps=20), checkpoints=3)
+    assert states[0] is False and states[-1] is True  # off while the first checkpoint is recorded, then on
+    assert gc.isenabled()
+    gc.disable()  # a user who turned it off keeps it off
+    try:
+        train(TwoLayer(width=4), data, method=GD(lr=0.1), stop=Stop(max_steps=20), checkpoints=3)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    # pauses nest (threads of one process): the collector comes back with the last one, once
+    first, second = T._GcPause(), T._GcPause()
+    first.end()
+    first.end()
+    assert not gc.isenabled()
+    second.end()
+    assert gc.isenabled()
+
+
 def test_converged_member_stops_changing_while_others_go_on():
     data = _classification(n=6, d=60)
     ds = train(TwoLayer(width=8), data, method=GD(), stop=Stop(max_steps=3000, loss_tol=0.05),

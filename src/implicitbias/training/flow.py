@@ -44,12 +44,12 @@ KVAERNO5_MIN_NEWTON_PER_STEP = 6
 LOG_T_MAX = 600.0
 
 
-def make_solver(method: GradientFlow, stop_below=None):
+def make_solver(method: GradientFlow, stop_below=None, power_part=None):
     """The diffrax solver of `method`; RKC2 also makes the stop test (value < `stop_below`, None: none)."""
     if method.solver == "rkc":
         from implicitbias.training.rkc import RKC2
 
-        return RKC2(report_evals=True, stop_below=stop_below)
+        return RKC2(report_evals=True, stop_below=stop_below, power_part=power_part)
     if method.solver == "kvaerno5":
         import optimistix
 
@@ -116,6 +116,7 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
             "status": jnp.asarray(Status.RUNNING, jnp.int32),
             "loss": loss0,
             "loss0": loss0,
+            **_initial_solver_state(problem, method, stop, loss_clock, hp, theta, const, X, y),
         }
 
     def advance(carry, t_target, hp, const, X, y):
@@ -156,6 +157,7 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
             saveat=diffrax.SaveAt(t1=True, solver_state=True, controller_state=True),
             adjoint=diffrax.ForwardMode(),
             throw=False,
+            solver_state=carry.get("solver"),  # RKC: from the previous chunk (None: diffrax calls solver.init)
         )
         theta, t_phys = ode.unpack(jax.tree_util.tree_map(lambda leaf: leaf[-1], sol.ys))
         t_end = sol.ts[-1]
@@ -186,9 +188,27 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
             "status": jnp.where(active, status, carry["status"]),
             "loss": jnp.where(keep, L, carry["loss"]),
         }
+        if "solver" in carry:
+            new["solver"] = tree_where(keep, sol.solver_state, carry["solver"])
         return new
 
     return init_carry, advance
+
+
+def _initial_solver_state(problem, method, stop, loss_clock, hp, theta, const, X, y) -> dict:
+    """RKC's solver state goes from one chunk to the next in the carry: `{"solver": state}` (other solvers: {}).
+
+    The state holds F(θ) at the chunk's end (first same as last) and the spectral-radius estimate with its
+    eigen-direction, all valid where the next chunk starts.  Fresh at every chunk, each chunk would evaluate F(θ)
+    again and re-estimate ρ from a random direction (up to `power_max_iter` evaluations, repeated on each rejected
+    first step).  Made here, in `init_carry`'s program: `RKC2.init` evaluates nothing (the first step makes
+    F(θ0) and the first estimate), and `advance` then contains no call of `RKC2.init` at all."""
+    if method.solver != "rkc":
+        return {}
+    ode = _ode(problem, loss_clock, stop, hp, const, X, y)
+    y0 = ode.y0({"theta": theta, "t_phys": jnp.asarray(0.0, dtype=float)})
+    term, solver, _ = _term_solver_event(method, ode)
+    return {"solver": solver.init(term, jnp.asarray(0.0), jnp.asarray(1.0), y0, None)}
 
 
 def _size(tree) -> int:
@@ -215,6 +235,7 @@ class _ODE(NamedTuple):
     y0: Callable  # carry -> initial state
     unpack: Callable  # state -> (theta, physical time or None)
     stop_below: Any  # stop once value < stop_below; None: never
+    power_part: Callable | None = None  # state -> state with its passive part (t_phys) zeroed; None: all active
 
 
 def _ode(problem: Problem, loss_clock: bool, stop: Stop, hp, const, X, y) -> _ODE:
@@ -231,7 +252,7 @@ def _ode(problem: Problem, loss_clock: bool, stop: Stop, hp, const, X, y) -> _OD
         tol = jnp.log(stop.loss_tol) if stop.loss_tol > 0 else -LOG_T_MAX
         return _ODE(value_and_field, lambda state: log_risk(state["theta"]),
                     lambda carry: {"theta": carry["theta"], "t_phys": carry["t_phys"]},
-                    lambda state: (state["theta"], state["t_phys"]), jnp.maximum(tol, -LOG_T_MAX))
+                    lambda state: (state["theta"], state["t_phys"]), jnp.maximum(tol, -LOG_T_MAX), _theta_part)
     risk = lambda th: problem.risk(hp, th, const, X, y)
 
     def value_and_field(t, th, args):
@@ -242,6 +263,14 @@ def _ode(problem: Problem, loss_clock: bool, stop: Stop, hp, const, X, y) -> _OD
                 stop.loss_tol if stop.loss_tol > 0 else None)
 
 
+def _theta_part(state):
+    """The loss clock's state with t_phys zeroed: RKC's power method acts on theta only.  The field does not depend
+    on t_phys (a quadrature, dt/ds = 1/L), but its row of the Jacobian grows like 1/L and, with it in ‖Jv‖, the
+    spectral-radius estimate swung by orders of magnitude: one quick frei2023-kkt run took 8 690 or 24 263
+    gradient evaluations depending on when ρ happened to be refreshed."""
+    return {"theta": state["theta"], "t_phys": jnp.zeros_like(state["t_phys"])}
+
+
 def _term_solver_event(method: GradientFlow, ode: _ODE):
     """RKC2 stops after the first accepted step whose end has value < stop_below, reading the value from the
     gradient evaluation it makes there anyway (`rkc.GradientFlowTerm`); the other solvers stop through a
@@ -249,7 +278,7 @@ def _term_solver_event(method: GradientFlow, ode: _ODE):
     if method.solver == "rkc":
         from implicitbias.training.rkc import GradientFlowTerm
 
-        return GradientFlowTerm(ode.value_and_field), make_solver(method, ode.stop_below), None
+        return GradientFlowTerm(ode.value_and_field), make_solver(method, ode.stop_below, ode.power_part), None
     term = diffrax.ODETerm(lambda t, state, args: ode.value_and_field(t, state, args)[1])
     event = None
     if ode.stop_below is not None:

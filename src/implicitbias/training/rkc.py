@@ -175,19 +175,19 @@ def rkc_stage_count(h_rho, s_max: int | None = None):
 
 
 def _chebyshev_end(w0, s):
-    """T_s'(w0) and T_s''(w0) by the three-term recurrences (traced s)."""
-    one = jnp.ones_like(w0)
-    zero = jnp.zeros_like(w0)
+    """T_s'(w0) and T_s''(w0) for w0 > 1, in closed form (traced s).
 
-    def body(j, c):
-        t1, t0, d1, d0, e1, e0 = c  # T_{j-1}, T_{j-2}, T'_{j-1}, T'_{j-2}, T''_{j-1}, T''_{j-2}
-        t = 2 * w0 * t1 - t0
-        d = 2 * t1 + 2 * w0 * d1 - d0
-        e = 4 * d1 + 2 * w0 * e1 - e0
-        return t, t1, d, d1, e, e1
-
-    c = lax.fori_loop(2, s + 1, body, (w0, one, one, zero, zero, zero))
-    return c[2], c[4]
+    With w0 = cosh θ: T_s(w0) = cosh(sθ), T_s'(w0) = s sinh(sθ) / sinh θ, and Chebyshev's equation
+    (1 - x²) T'' - x T' + s² T = 0 gives T_s''(w0) = (s² T_s - w0 T_s') / (w0² - 1).  For w0 = 1 + ε/s² the
+    difference loses about one digit (s² T_s ≈ 1.16 s², w0 T_s' ≈ 1.05 s²); tests/test_rkc.py compares it with
+    the three-term recurrences up to s = 1000.  No loop: a loop is one more program for XLA to compile."""
+    x = w0 - 1.0
+    theta = jnp.log1p(x + jnp.sqrt(x * (2.0 + x)))  # acosh(1 + x), accurate for small x
+    s = jnp.asarray(s, w0.dtype)
+    t_s = jnp.cosh(s * theta)
+    d_s = s * jnp.sinh(s * theta) / jnp.sinh(theta)
+    e_s = (s**2 * t_s - w0 * d_s) / (x * (2.0 + x))
+    return d_s, e_s
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -272,6 +272,10 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
       (default 0.05).
     - `spectral_radius`: optional callable ``(t, y, args) -> ρ`` replacing the power method (costs nothing
       in the count: use only for a bound that is genuinely free, e.g. a known linear operator).
+    - `power_part`: optional callable ``y -> y`` that zeroes the passive components of the state, those the
+      vector field does not depend on (e.g. a quadrature t = ∫ ds / L carried along with θ): the power method
+      then acts on the others only.  A passive component adds no eigenvalue, but its row of the Jacobian can
+      dominate ‖Jv‖ (with the loss clock, dt/ds = 1/L grows like 1/L) and its size would set the probe step δ.
     - `report_evals`: if True, the error estimate handed to the step-size controller carries the number
       of evaluations of the step; the controller must then be a :class:`CountingController` (possibly
       wrapping other controllers), e.g. from :func:`gradient_flow_controller`.
@@ -301,6 +305,7 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
     power_rtol: float = 0.05
     skip_margin: float = 4.0
     spectral_radius: Callable | None = None
+    power_part: Callable | None = None
     report_evals: bool = eqx.field(static=True, default=False)
     stop_below: float | None = None
 
@@ -320,60 +325,77 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
     def func(self, terms, t0, y0, args):
         return terms.vf(t0, y0, args)
 
-    # -- spectral radius -------------------------------------------------------------------------------
+    # -- the evaluations of a step: two loops, one call of the vector field each --------------------------
 
-    def _power(self, terms, t, y, f0, args, v, rho, max_iter):
-        """Nonlinear power method warm-started at direction v; returns (rho, v, evaluations)."""
+    def _part(self, y):
+        return y if self.power_part is None else self.power_part(y)
+
+    def _eval(self, terms, t, y, args):
+        """(value, F(t, y)): the value only with `stop_below` (then the term is a GradientFlowTerm)."""
+        if self.stop_below is None:
+            return None, terms.vf(t, y, args)
+        return _value_and_vf(terms, t, y, args)
+
+    def _f0_and_rho(self, terms, t, y, f0, need_f0, args, v, rho, max_iter):
+        """F(t, y) if `need_f0` (else the stored `f0`), then the nonlinear power method warm-started at
+        direction v, in one loop: returns (f0, rho, v, evaluations).
+
+        One loop with one call of the vector field, whose first trip evaluates F(y) itself when it is not known
+        (after `init` or a jump): every call site of the field is a copy of the gradient's program for XLA to
+        compile."""
         eps = jnp.finfo(jnp.result_type(*jtu.tree_leaves(y))).eps
-        ynorm = _norm2(y)
+        part = self._part
+        ynorm = _norm2(part(y))
         delta = jnp.sqrt(eps) * jnp.where(ynorm > 0, ynorm, 1.0)
 
         def cond(c):
-            k, rho_prev, rho_k, _ = c
+            need, k, rho_prev, rho_k, _, _ = c
             # rho_prev starts at the stored estimate, so one warm-started iteration can already agree
             converged = (k >= 1) & (jnp.abs(rho_k - rho_prev) <= self.power_rtol * rho_k)
-            return (k < max_iter) & ~converged
+            return need | ((k < max_iter) & ~converged)
 
         def body(c):
-            k, _, rho_k, v_k = c
-            z = _axpy(delta, v_k, y)
-            fz = terms.vf(t, z, args)
-            jv = _scale(1.0 / delta, jtu.tree_map(lambda a, b: a - b, fz, f0))
+            need, k, rho_prev, rho_k, v_k, f0_k = c
+            z = _axpy(jnp.where(need, 0.0, delta), v_k, y)  # the trip that evaluates F(y) itself has z = y
+            fz = self._eval(terms, t, z, args)[1]
+            jv = part(_scale(1.0 / delta, jtu.tree_map(lambda a, b: a - b, fz, f0_k)))
             r = _norm2(jv)
-            ok = jnp.isfinite(r) & (r > 0)
+            ok = ~need & jnp.isfinite(r) & (r > 0)
             v_new = jtu.tree_map(lambda a, b: jnp.where(ok, a / jnp.where(ok, r, 1.0), b), jv, v_k)
-            r = jnp.where(ok, r, rho_k)
-            return k + 1, rho_k, r, v_new
+            f0_new = jtu.tree_map(lambda a, b: jnp.where(need, a, b), fz, f0_k)
+            rho_new = jnp.where(need, rho_k, jnp.where(ok, r, rho_k))
+            return jnp.zeros_like(need), jnp.where(need, k, k + 1), jnp.where(need, rho_prev, rho_k), rho_new, v_new, f0_new
 
-        k, _, rho_out, v_out = lax.while_loop(cond, body, (jnp.asarray(0, _idt()), rho, rho, v))
-        return rho_out, v_out, k
-
-    def _estimate_rho(self, terms, t, y, f0, args, v, rho, max_iter):
+        start = (jnp.asarray(need_f0), jnp.asarray(0, _idt()), rho, rho, v, f0)
+        _, k, _, rho_out, v_out, f0_out = lax.while_loop(cond, body, start)
+        evals = k + jnp.where(need_f0, 1, 0).astype(_idt())
         if self.spectral_radius is not None:
-            return jnp.asarray(self.spectral_radius(t, y, args)), v, jnp.asarray(0, _idt())
-        return self._power(terms, t, y, f0, args, v, rho, max_iter)
+            rho_out = jnp.asarray(self.spectral_radius(t, y, args), rho.dtype)
+        return f0_out, rho_out, v_out, evals
 
     # -- init / step -----------------------------------------------------------------------------------
 
     def init(self, terms, t0, t1, y0, args):
+        """No evaluation here: the first step evaluates F(y0) and makes the first ρ estimate (at most
+        `power_max_iter` iterations) in its own loop, so that the program has fewer call sites of the field."""
         del t1
-        f0 = terms.vf(t0, y0, args)
+        f_shape = jax.eval_shape(lambda: terms.vf(t0, y0, args))
         # deterministic pseudo-random start for the power iteration (not orthogonal to the top mode)
         leaves, treedef = jtu.tree_flatten(y0)
         keys = jax.random.split(jax.random.PRNGKey(20240613), max(len(leaves), 1))
         v0 = jtu.tree_unflatten(
             treedef, [jax.random.normal(k, jnp.shape(x), jnp.result_type(x)) for k, x in zip(keys, leaves)]
         )
+        v0 = self._part(v0)
         v0 = _scale(1.0 / _norm2(v0), v0)
-        rho0 = jnp.zeros((), jnp.result_type(*leaves))
-        rho, v, k = self._estimate_rho(terms, t0, y0, f0, args, v0, rho0, self.power_max_iter)
         return dict(
-            f0=f0,
-            v=v,
-            rho=jnp.asarray(rho, rho0.dtype),
+            f0=jtu.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), f_shape),
+            fresh=jnp.asarray(True),  # F(y0) not evaluated, ρ not estimated yet
+            v=v0,
+            rho=jnp.zeros((), jnp.result_type(*leaves)),
             since_refresh=jnp.asarray(0, _idt()),
-            num_vf_evals=(1 + k).astype(_idt()),
-            init_evals=(1 + k).astype(_idt()),
+            num_vf_evals=jnp.asarray(0, _idt()),
+            init_evals=jnp.asarray(0, _idt()),
             stages=jnp.asarray(0, jnp.int32),
             max_stages=jnp.asarray(0, jnp.int32),
         )
@@ -381,27 +403,27 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         st = solver_state
         h = t1 - t0
-        # after a jump the stored F(y0) is stale
-        f0 = lax.cond(made_jump, lambda: terms.vf(t0, y0, args), lambda: st["f0"])
-        evals = jnp.where(made_jump, 1, 0).astype(_idt())
+        fresh = st["fresh"]
 
         # spectral radius: refreshed every `refresh_every` accepted steps (warm-started)
         # Skip the refresh while h·ρ is far inside the 2-stage stability interval (hρ <= ~1.95): even a
         # `skip_margin`-fold growth of ρ since the last estimate would not change the stage count. The
         # refresh then happens on the first step where h·ρ gets close (since_refresh keeps counting), and
         # in any case after 5·refresh_every steps: a stale, too small ρ would otherwise limit h through
-        # instability and keep h·ρ_stale small forever.
+        # instability and keep h·ρ_stale small forever.  The first step of a solve makes the first estimate.
         since = st["since_refresh"] + 1
         far_inside = jnp.abs(h) * self.rho_safety * st["rho"] * self.skip_margin < 1.95
         forced = since >= 5 * self.refresh_every
         refresh = ((since >= self.refresh_every) & ~far_inside) | forced | made_jump
-        max_iter = jnp.where(refresh, self.power_refresh_max_iter, 0)
-        rho, v, k = self._estimate_rho(terms, t0, y0, f0, args, st["v"], st["rho"], max_iter)
         if self.spectral_radius is None:
-            evals = evals + k
-            since_refresh = jnp.where(refresh, 0, st["since_refresh"] + 1)
+            max_iter = jnp.where(fresh, self.power_max_iter, jnp.where(refresh, self.power_refresh_max_iter, 0))
+            since_refresh = jnp.where(fresh, 1, jnp.where(refresh, 0, st["since_refresh"] + 1))
         else:
+            max_iter = jnp.asarray(0, _idt())
             since_refresh = st["since_refresh"]
+        # after a jump (or init) the stored F(y0) is stale: the loop's first trip evaluates it
+        f0, rho, v, evals = self._f0_and_rho(terms, t0, y0, st["f0"], fresh | made_jump, args, st["v"], st["rho"],
+                                             max_iter)
 
         # stage count (traced)
         h_rho = jnp.abs(h) * self.rho_safety * rho
@@ -420,11 +442,14 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
         y1_stage = _axpy(b2 * w1, k0, y0)  # Y_1
         c1 = b2 * w1
 
+        # Stages j = 2..s evaluate F(Y_{j-1}); one more trip, j = s + 1, evaluates F(t1, Y_s) = F(y_{n+1}) for the
+        # error estimate and the next step (first same as last).  That trip's stage update is not used: Y_s
+        # is then the loop's second-to-last stage.
         def cond(c):
-            return c[0] <= s
+            return c[0] <= s + 1
 
         def body(c):
-            j, yjm1, yjm2, cjm1, t1_, t0_, d1, d0, e1, e0, bjm1, bjm2 = c
+            j, yjm1, yjm2, cjm1, t1_, t0_, d1, d0, e1, e0, bjm1, bjm2, _, _ = c
             tj = 2 * w0 * t1_ - t0_
             dj = 2 * t1_ + 2 * w0 * d1 - d0
             ej = 4 * d1 + 2 * w0 * e1 - e0
@@ -433,30 +458,28 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
             nu = -bj / bjm2
             mut = 2 * w1 * bj / bjm1
             gamt = -(1.0 - bjm1 * t1_) * mut
-            kj = terms.vf_prod(t0 + cjm1 * h, yjm1, args, control)  # h F(Y_{j-1})
+            value, fj = self._eval(terms, jnp.where(j > s, t1, t0 + cjm1 * h), yjm1, args)
+            kj = terms.prod(fj, control)  # h F(Y_{j-1})
             yj = _lin((1.0 - mu - nu, mu, nu, mut, gamt), (y0, yjm1, yjm2, kj, k0))
             cj = w1 * ej / dj
-            return j + 1, yj, yjm1, cj, tj, t1_, dj, d1, ej, e1, bj, bjm1
+            return j + 1, yj, yjm1, cj, tj, t1_, dj, d1, ej, e1, bj, bjm1, fj, value
 
         one = jnp.ones_like(w0)
         zero = jnp.zeros_like(w0)
-        init = (jnp.asarray(2, s.dtype), y1_stage, y0, c1, w0, one, one, zero, zero, zero, b2, b2)
+        value0 = None if self.stop_below is None else jnp.zeros((), dtype)
+        init = (jnp.asarray(2, s.dtype), y1_stage, y0, c1, w0, one, one, zero, zero, zero, b2, b2, f0, value0)
         out = lax.while_loop(cond, body, init)
-        y1 = out[1]
-        evals = evals + (s - 1).astype(_idt())
+        y1, f1, value1 = out[2], out[12], out[13]
+        evals = evals + s.astype(_idt())  # s - 1 stages and F(y_{n+1})
 
-        if self.stop_below is None:
-            f1, stop = terms.vf(t1, y1, args), None
-        else:
-            value1, f1 = _value_and_vf(terms, t1, y1, args)
-            stop = jnp.where(value1 < self.stop_below, 1.0, 0.0)
-        evals = evals + 1
+        stop = None if self.stop_below is None else jnp.where(value1 < self.stop_below, 1.0, 0.0)
         k1 = terms.prod(f1, control)
         y_error = jtu.tree_map(lambda a, b, p, q: (12.0 * (a - b) + 6.0 * (p + q)) / 15.0, y0, y1, k0, k1)
         y_error = jtu.tree_map(lambda e: jnp.where(capped, jnp.inf, e), y_error)
 
         new_state = dict(
             f0=f1,
+            fresh=jnp.asarray(False),
             v=v,
             rho=jnp.asarray(rho, st["rho"].dtype),
             since_refresh=since_refresh,

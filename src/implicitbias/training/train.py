@@ -10,6 +10,8 @@ every run and the configuration in its attributes (see `implicitbias.storage.res
 from __future__ import annotations
 
 import functools
+import gc
+import threading
 import time as _time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -69,11 +71,35 @@ def _one_or_many(fn, in_axes: tuple):
     member.__name__ = member.__qualname__ = fn.__name__  # the name XLA's logs and dumps show
     one = jax.jit(member)
 
-    def call(*args):
+    def pick(args):
         size = jax.tree_util.tree_leaves(args[0])[0].shape[0]
-        return (one if size == 1 else many)(*args)
+        return one if size == 1 else many
 
+    def call(*args):
+        return pick(args)(*args)
+
+    call.lower = lambda *args: pick(args).lower(*args)  # noqa: E731  (args may be jax.ShapeDtypeStruct)
+    call.eval_shape = lambda *args: pick(args).eval_shape(*args)  # noqa: E731
     return call
+
+
+def _init_while_compiling(init, advance, record, target, hp, X, y, theta0, record_data):
+    """`init(hp, X, y, theta0)`, while `advance` and `record` compile for their first calls in two threads.
+
+    XLA compiles with the GIL released, so the three programs of a first run compile side by side instead of
+    one after the other (their shapes come from `init.eval_shape`).  jax keeps what `.lower(...).compile()`
+    made, so the calls that follow find it compiled.  An error while tracing or compiling in a thread is
+    dropped here: the same call in the main thread raises it again, where it belongs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    carry_s, const_s = init.eval_shape(hp, X, y, theta0)
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="implicitbias-compile") as pool:
+        jobs = [pool.submit(lambda: advance.lower(carry_s, target, hp, const_s, X, y).compile()),
+                pool.submit(lambda: record.lower(hp, carry_s["theta"], const_s, *record_data).compile())]
+        carry, const = init(hp, X, y, theta0)
+        for job in jobs:
+            job.exception()  # waits
+    return carry, const
 
 
 def _float64(tree):
@@ -139,29 +165,34 @@ def train(
     recorder = Recorder(problem, loss.is_classification, has_test, reference is not None)
     ref = jnp.asarray(reference) if reference is not None else jnp.zeros(())
     ref_axis = 0 if ref.ndim == 2 else None
-    init, advance, record = _compiled(problem, method, stop, X.shape[-2], 0 if batched else None, recorder,
-                                      ref_axis)
-    hp_j = jax.tree_util.tree_map(jnp.asarray, hp)
+    pause = _GcPause()  # until the first checkpoint: importing, tracing and compiling make objects, not garbage
+    try:
+        init, advance, record = _compiled(problem, method, stop, X.shape[-2], 0 if batched else None, recorder,
+                                          ref_axis)
+        hp_j = jax.tree_util.tree_map(jnp.asarray, hp)
 
-    started = _time.perf_counter()
-    carry, const = init(hp_j, X, y, theta0)
-    rows, kkt_rows, ticks, trajectory = [], [], [], []
-    first_checkpoint = None  # seconds from entering train to the first recorded checkpoint (compiles included)
-    bar = _progress_bar(len(grid), progress)
-    active = _Active(hp_j, const, X, y, batched, enabled=compact and method.is_adaptive)
-    for target in grid:
-        carry = active.advance(advance, carry, target)
-        rows.append(recorder.host(jax.device_get(record(hp_j, carry["theta"], const, X, y, Xt, yt, ref))))
-        rows[-1] = {**rows[-1], **method.clock_readings(carry, hp)}
-        kkt_rows.append(recorder.kkt_host(hp, carry["theta"], const, X, y) if kkt else {})
-        ticks.append(target)
-        if first_checkpoint is None:
-            first_checkpoint = _time.perf_counter() - entered
-        if keep_trajectory:
-            trajectory.append(jax.device_get(carry["theta"]))
-        bar.update(1)
-        if not np.any(np.asarray(carry["status"]) == Status.RUNNING):
-            break
+        started = _time.perf_counter()
+        carry, const = _init_while_compiling(init, advance, record, grid[0], hp_j, X, y, theta0, (X, y, Xt, yt, ref))
+        rows, kkt_rows, ticks, trajectory = [], [], [], []
+        first_checkpoint = None  # seconds from entering train to the first recorded checkpoint (compiles included)
+        bar = _progress_bar(len(grid), progress)
+        active = _Active(hp_j, const, X, y, batched, enabled=compact and method.is_adaptive)
+        for target in grid:
+            carry = active.advance(advance, carry, target)
+            rows.append(recorder.host(jax.device_get(record(hp_j, carry["theta"], const, X, y, Xt, yt, ref))))
+            rows[-1] = {**rows[-1], **method.clock_readings(carry, hp)}
+            kkt_rows.append(recorder.kkt_host(hp, carry["theta"], const, X, y) if kkt else {})
+            ticks.append(target)
+            if first_checkpoint is None:
+                first_checkpoint = _time.perf_counter() - entered
+                pause.end()
+            if keep_trajectory:
+                trajectory.append(jax.device_get(carry["theta"]))
+            bar.update(1)
+            if not np.any(np.asarray(carry["status"]) == Status.RUNNING):
+                break
+    finally:
+        pause.end()
     bar.close()
     wall = _time.perf_counter() - started
 
@@ -183,6 +214,37 @@ def train(
         config=config or {"model": model.model_dump(), "loss": loss.model_dump(),
                           "method": method.model_dump(), "stop": stop.model_dump()},
     )
+
+
+class _GcPause:
+    """Python's cyclic garbage collector off from construction to `end()` (idempotent), process-wide.
+
+    Tracing and compiling a program allocate hundreds of thousands of objects that live on, and each full
+    collection traverses every object of the process (jax, diffrax, xarray ...) again: 0.5 s of the 3.9 s a
+    first gradient-flow run took to its first checkpoint (`gc.callbacks`, chistikov2023-fig1 quick).  Reference
+    counting still frees everything acyclic.  Pauses nest across threads (a Dask worker trains in several): the
+    collector comes back when the last one ends, and only if it was on before the first."""
+
+    _lock = threading.Lock()
+    _open = 0
+    _was_enabled = False
+
+    def __init__(self):
+        with _GcPause._lock:
+            if _GcPause._open == 0:
+                _GcPause._was_enabled = gc.isenabled()
+                gc.disable()
+            _GcPause._open += 1
+        self._ended = False
+
+    def end(self) -> None:
+        with _GcPause._lock:
+            if self._ended:
+                return
+            self._ended = True
+            _GcPause._open -= 1
+            if _GcPause._open == 0 and _GcPause._was_enabled:
+                gc.enable()
 
 
 class _Active:
