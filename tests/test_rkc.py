@@ -206,6 +206,30 @@ def test_counts_are_exact():
     assert 0 <= calls["n"] - int(erk_num_evaluations(sol)) <= 2
 
 
+def test_power_part_keeps_the_power_method_off_a_large_passive_component():
+    """A passive component q (the field does not depend on it) that is huge, like the loss clock's physical time:
+    over the whole state the probe step δ = sqrt(eps)·‖y‖ follows q, the probe of the nonlinear x-field lands far
+    outside its linear range, ρ comes out orders of magnitude off and the solve does not end within the step
+    budget (the negative control).  With `power_part` zeroing q, ρ is right and the solve ends."""
+    A = jnp.diag(jnp.asarray([100.0, 1.0, 0.1]))
+    term = diffrax.ODETerm(lambda t, y, args: {"x": -jnp.tanh(A @ y["x"]), "q": jnp.sum(y["x"] ** 2)})
+    y0 = {"x": jnp.asarray([1.0, -0.5, 0.3]), "q": jnp.asarray(1e30)}
+    active = lambda y: {"x": y["x"], "q": jnp.zeros_like(y["q"])}
+
+    def solve(part):
+        sol = diffrax.diffeqsolve(term, RKC2(power_part=part), 0.0, 20.0, 0.01, y0, max_steps=4000, throw=False,
+                                  stepsize_controller=diffrax.PIDController(rtol=1e-4, atol=1e-7),
+                                  saveat=diffrax.SaveAt(t1=True, solver_state=True))
+        return sol.result, float(sol.solver_state["rho"])
+
+    result, rho = solve(active)
+    assert result == diffrax.RESULTS.successful
+    assert 0.5 < rho < 1.2 * 100.0  # within the spectrum of the Jacobian of -tanh(Ax) along the path, up to 100
+    result, rho = solve(None)
+    assert result == diffrax.RESULTS.max_steps_reached
+    assert not 1e-2 < rho < 1e4
+
+
 def test_stop_below_ends_where_an_event_would():
     """RKC2(stop_below=tol) on a GradientFlowTerm stops at the same step as a boolean Event(L < tol), with
     the same counts, and makes no evaluation beyond the counted ones (host counter), also under vmap."""

@@ -128,9 +128,6 @@ class Recorder:
                 "unit_distance_to_reference": M.unit_distance(z, reference)}
 
     # -- KKT residual (host) -----------------------------------------------------------------------
-    def _f(self, theta, x, const, mparams):
-        return self.problem.member_model(mparams).apply(theta, const, x)
-
     def kkt_host(self, hp, theta, const, X, y) -> dict:
         with _one_blas_thread():
             return self._kkt_host(hp, theta, const, X, y)
@@ -147,10 +144,22 @@ class Recorder:
             take = lambda tree, r=r: jax.tree_util.tree_map(lambda a: a[r], tree)
             mparams = {"model": {k: v[r] for k, v in hp.get("model", {}).items()}}
             Xr, yr = (X[r], y[r]) if X.ndim == 3 else (X, y)
-            res = M.kkt_residual(self._f, take(theta), Xr, yr, model.homogeneity, args=(take(const), mparams))
+            res = M.kkt_residual(_model_output(self.problem), take(theta), Xr, yr, model.homogeneity, args=(take(const), mparams))
             if res.valid:
                 stat[r], comp[r] = res.stationarity, res.complementarity
         return {"kkt_stationarity": stat, "kkt_complementarity": comp}
+
+
+@functools.lru_cache(maxsize=64)
+def _model_output(problem: Problem):
+    """f(theta, x, const, mparams): the model's output on one input, one function object per problem.  It is a
+    static argument of the jitted `kkt_system`: a bound method of the recorder (one per `train` call) made every
+    call of `train` compile it again (0.15-0.2 s each, e.g. for each task of a sweep)."""
+
+    def f(theta, x, const, mparams):
+        return problem.member_model(mparams).apply(theta, const, x)
+
+    return f
 
 
 def _multiclass_margins(scores, labels):

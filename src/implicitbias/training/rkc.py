@@ -66,8 +66,9 @@ diffrax keeps the solver state of a step only if the step is accepted (a rejecte
 back), so a counter in the solver state can only count the evaluations of *accepted* steps. This module
 therefore counts in two places:
 
-* the solver state holds ``num_vf_evals``: the evaluations made by `init` (F(y0) plus the initial power
-  iteration) and by every accepted step (stages, FSAL evaluation, power iterations);
+* the solver state holds ``num_vf_evals``: the evaluations made by every accepted step (stages, FSAL
+  evaluation, power iterations; the first step also evaluates F(y0) and makes the first ρ estimate, since
+  `init` evaluates nothing);
 * to also count the evaluations made by *rejected* steps, wrap the step-size controller in
   :class:`CountingController` (done by :func:`gradient_flow_controller`) and build the solver with
   ``RKC2(report_evals=True)``: the solver then hands the evaluation count of each attempt to the
@@ -83,10 +84,16 @@ cond_fn (e.g. the loss) is evaluated once per step on top of this, and is not co
 gradient flow when the loss is small, use ``RKC2(stop_below=tol)`` on a :class:`GradientFlowTerm`
 instead, which reads the loss from the evaluation of F(y_{n+1}) that the step makes anyway.
 
-All loops (power iteration, Chebyshev coefficients, stages) are ``lax.while_loop`` with traced trip counts,
-so the solver works under ``jax.jit`` and ``jax.vmap`` (over a batch, the loop runs as long as the longest
-member needs and masks the others; each member's count is its own number of evaluations, the compute
-spent is that of the longest member).
+A step has two loops, each with one call of the vector field: F(y0) when it is not known (after `init` or a
+jump) followed by the power iterations, then the stages followed by F(y_{n+1}).  Every call site is a copy
+of the field's program (for gradient flow, a gradient) for XLA to compile, and every loop one more program:
+`init` evaluates nothing and T_s'(w0), T_s''(w0) have a closed form (`_chebyshev_end`).  The loops are
+``lax.while_loop`` with traced trip counts, so the solver works under ``jax.jit`` and ``jax.vmap`` (over a
+batch, the loop runs as long as the longest member needs and masks the others; each member's count is its
+own number of evaluations, the compute spent is that of the longest member).  A rejected first step
+repeats F(y0) and the first estimate (the state of a rejected step is rolled back); a caller that solves in
+chunks can pass the final ``solver_state`` of one chunk to the next (``diffeqsolve(..., solver_state=)``),
+as `implicitbias.training.flow` does, and skip both.
 
 Alternatives measured (S11, seed 38, GD 7.45e5 evaluations): Tsit5 at rtol 1e-6/atol 1e-9: 3.6e4
 evaluations but 8e-3 from the reference flow; Tsit5 with the controller recommended here: 5.3e4
@@ -261,12 +268,12 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
       infinite error, so the controller shrinks the step.
     - `damping`: ε in w0 = 1 + ε/s² (default 2/13, as in RKC).
     - `rho_safety`: factor applied to the estimated spectral radius (default 1.2, as in RKC).
-    - `refresh_every`: re-estimate ρ every this many accepted steps (default 10; `init` estimates it
-      first). The power iteration is warm-started from the previous eigen-direction.
+    - `refresh_every`: re-estimate ρ every this many accepted steps (default 10; the first step estimates
+      it first). The power iteration is warm-started from the previous eigen-direction.
     - `skip_margin`: skip a due refresh while h·ρ·rho_safety·skip_margin < 1.95, i.e. while even a
       `skip_margin`-fold (default 4) growth of ρ would leave the 2-stage step stable; a refresh is forced
       after 5·refresh_every accepted steps regardless.
-    - `power_max_iter`: power iterations of the first estimate in `init` at most (default 20); refreshes
+    - `power_max_iter`: power iterations of the first estimate (first step) at most (default 20); refreshes
       use at most `power_refresh_max_iter` (default 5).
     - `power_rtol`: stop the power iteration once successive estimates agree to this relative tolerance
       (default 0.05).
@@ -286,9 +293,10 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
       evaluation of the value at every step: the value comes with F(y_{n+1}), which is evaluated anyway.
 
     The solver state is a dict: ``num_vf_evals`` is the cumulative number of vector-field evaluations of
-    `init` and of all accepted steps, ``init_evals`` those of `init` alone, ``rho`` the current ρ estimate
-    (without safety factor), ``stages`` the stage count of the last accepted step and ``max_stages`` the
-    largest so far. Read counts with :func:`rkc_num_evaluations`.
+    all accepted steps, ``init_evals`` those of `init` (0: it evaluates nothing; kept for the counts'
+    formula), ``fresh`` whether F(y0) and ρ are still to be made by the next step, ``rho`` the current ρ
+    estimate (without safety factor), ``stages`` the stage count of the last accepted step and
+    ``max_stages`` the largest so far. Read counts with :func:`rkc_num_evaluations`.
     """
 
     term_structure: ClassVar = diffrax.AbstractTerm
@@ -380,12 +388,19 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
         `power_max_iter` iterations) in its own loop, so that the program has fewer call sites of the field."""
         del t1
         f_shape = jax.eval_shape(lambda: terms.vf(t0, y0, args))
-        # deterministic pseudo-random start for the power iteration (not orthogonal to the top mode)
+        # deterministic start for the power iteration, not orthogonal to the top mode for any but a measure-zero set
+        # of problems: the fractional parts of k·(golden ratio) - 1/2 over the flattened state (a Weyl sequence;
+        # jax.random's threefry would add a program for XLA to compile for as little)
         leaves, treedef = jtu.tree_flatten(y0)
-        keys = jax.random.split(jax.random.PRNGKey(20240613), max(len(leaves), 1))
-        v0 = jtu.tree_unflatten(
-            treedef, [jax.random.normal(k, jnp.shape(x), jnp.result_type(x)) for k, x in zip(keys, leaves)]
-        )
+        sizes = [int(jnp.size(x)) for x in leaves]
+        offsets = [sum(sizes[:i]) for i in range(len(sizes))]
+        golden = 0.6180339887498949
+
+        def weyl(x, offset):
+            k = jnp.arange(1, jnp.size(x) + 1, dtype=jnp.result_type(x)) + offset
+            return jnp.reshape(jnp.mod(k * golden, 1.0) - 0.5, jnp.shape(x))
+
+        v0 = jtu.tree_unflatten(treedef, [weyl(x, o) for x, o in zip(leaves, offsets)])
         v0 = self._part(v0)
         v0 = _scale(1.0 / _norm2(v0), v0)
         return dict(
@@ -670,7 +685,7 @@ def rkc_num_evaluations(sol, dt0_given: bool = False) -> dict:
     steps is exact too. Works on batched (vmapped) solutions, leafwise.
 
     Returns a dict with
-      - ``accepted``: evaluations of the solver's `init` and of all accepted steps (incl. power iterations);
+      - ``accepted``: evaluations of all accepted steps (incl. power iterations and the first step's F(y0));
       - ``initial_step``: evaluations spent by the controller choosing dt0 (0 with diffrax 0.7.2, see
         `_initial_step_evals`);
       - ``total``: exact total (init + every attempted step + initial step choice) when the counting
