@@ -87,15 +87,16 @@ def _init_while_compiling(init, advance, record, target, hp, X, y, theta0, recor
     """`init(hp, X, y, theta0)`, while `advance` and `record` compile for their first calls in two threads.
 
     XLA compiles with the GIL released, so the three programs of a first run compile side by side instead of
-    one after the other (their shapes come from `init.eval_shape`).  jax keeps what `.lower(...).compile()`
-    made, so the calls that follow find it compiled.  An error while tracing or compiling in a thread is
-    dropped here: the same call in the main thread raises it again, where it belongs."""
+    one after the other.  Tracing and lowering hold the GIL: they run here, in the main thread, the longest
+    compile (advance) first, with the shapes from `init.eval_shape`; only `.compile()` runs in the threads.
+    jax keeps what `.lower(...).compile()` made, so the calls that follow find it compiled.  An error while
+    compiling in a thread is dropped here: the same call in the main thread raises it again, where it belongs."""
     from concurrent.futures import ThreadPoolExecutor
 
     carry_s, const_s = init.eval_shape(hp, X, y, theta0)
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="implicitbias-compile") as pool:
-        jobs = [pool.submit(lambda: advance.lower(carry_s, target, hp, const_s, X, y).compile()),
-                pool.submit(lambda: record.lower(hp, carry_s["theta"], const_s, *record_data).compile())]
+        jobs = [pool.submit(advance.lower(carry_s, target, hp, const_s, X, y).compile)]
+        jobs.append(pool.submit(record.lower(hp, carry_s["theta"], const_s, *record_data).compile))
         carry, const = init(hp, X, y, theta0)
         for job in jobs:
             job.exception()  # waits
