@@ -113,6 +113,22 @@ def test_gc_is_paused_until_the_first_checkpoint_and_restored(monkeypatch):
     assert gc.isenabled()
 
 
+def test_a_second_train_call_compiles_no_kkt_program():
+    """The KKT residual's jitted part takes the model function as a static argument: one function object per
+    problem, so a second `train` with the same shapes finds it compiled (it was a bound method of a new recorder
+    per call, and every call compiled it again)."""
+    from implicitbias.metrics.kkt import kkt_system
+
+    data = _classification(n=6, d=10)
+    run = lambda seed: train(TwoLayer(width=4), data, method=GD(lr=0.1), stop=Stop(max_steps=20), checkpoints=2,
+                             seed=seed)
+    run(0)
+    before = kkt_system._cache_size()
+    assert before >= 1  # the first call compiled it (whether or not the residual is defined yet)
+    run(1)
+    assert kkt_system._cache_size() == before
+
+
 def test_converged_member_stops_changing_while_others_go_on():
     data = _classification(n=6, d=60)
     ds = train(TwoLayer(width=8), data, method=GD(), stop=Stop(max_steps=3000, loss_tol=0.05),
