@@ -144,7 +144,8 @@ class Recorder:
             take = lambda tree, r=r: jax.tree_util.tree_map(lambda a: a[r], tree)
             mparams = {"model": {k: v[r] for k, v in hp.get("model", {}).items()}}
             Xr, yr = (X[r], y[r]) if X.ndim == 3 else (X, y)
-            res = M.kkt_residual(_model_output(self.problem), take(theta), Xr, yr, model.homogeneity, args=(take(const), mparams))
+            res = M.kkt_residual(_model_output(self.problem), take(theta), Xr, yr, model.homogeneity,
+                                 args=(take(const), mparams))
             if res.valid:
                 stat[r], comp[r] = res.stationarity, res.complementarity
         return {"kkt_stationarity": stat, "kkt_complementarity": comp}

@@ -371,8 +371,9 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
             ok = ~need & jnp.isfinite(r) & (r > 0)
             v_new = jtu.tree_map(lambda a, b: jnp.where(ok, a / jnp.where(ok, r, 1.0), b), jv, v_k)
             f0_new = jtu.tree_map(lambda a, b: jnp.where(need, a, b), fz, f0_k)
-            rho_new = jnp.where(need, rho_k, jnp.where(ok, r, rho_k))
-            return jnp.zeros_like(need), jnp.where(need, k, k + 1), jnp.where(need, rho_prev, rho_k), rho_new, v_new, f0_new
+            rho_new = jnp.where(ok, r, rho_k)  # ok is false on the trip that evaluates F(y)
+            return (jnp.zeros_like(need), jnp.where(need, k, k + 1), jnp.where(need, rho_prev, rho_k), rho_new,
+                    v_new, f0_new)
 
         start = (jnp.asarray(need_f0), jnp.asarray(0, _idt()), rho, rho, v, f0)
         _, k, _, rho_out, v_out, f0_out = lax.while_loop(cond, body, start)
