@@ -12,12 +12,22 @@ import contextvars
 from typing import Any
 
 import pydantic
+import pydantic_core
 
 _depth = contextvars.ContextVar("spec_depth", default=0)
 
 
 class ConfigError(ValueError):
     """A configuration value is not allowed. The message names field, value and what is allowed."""
+
+
+class ResourceError(ConfigError):
+    """The machine cannot do what was asked (a full disk, a cluster that gives no worker, a directory another
+    process holds): reported like bad input, in one line that says what is missing, with exit code 2."""
+
+
+#: the largest integer a spec field may hold: the int64 of the arrays it ends up in (seeds, steps, counts)
+INT_MAX = 2**63 - 1
 
 
 def _allowed(err: dict[str, Any]) -> str:
@@ -41,6 +51,10 @@ def _allowed(err: dict[str, Any]) -> str:
         return "an integer"
     if kind in ("bool_parsing", "bool_type"):
         return "true or false"
+    if kind == "finite_number":
+        return "a finite number"
+    if kind == "int_too_large":
+        return f"an integer of at most {INT_MAX} in absolute value (int64)"
     if kind == "union_tag_invalid":
         return "one of " + str(ctx.get("expected_tags", ""))
     return err.get("msg", "")
@@ -74,13 +88,26 @@ def format_validation_error(exc: pydantic.ValidationError, prefix: str = "", dat
         if isinstance(value, dict):
             value = "{...}"
         lines.append(f"{field} = {value!r} is not allowed: expected {_allowed(err)} ({err['msg']})")
+    if len(lines) == 1:  # one error: one line
+        return f"invalid configuration: {lines[0]}"
     return "invalid configuration:\n  " + "\n  ".join(lines)
 
 
 class Spec(pydantic.BaseModel):
     """Base class: frozen, no unknown fields, validated on construction."""
 
-    model_config = pydantic.ConfigDict(frozen=True, extra="forbid", validate_default=True)
+    # every float field refuses inf and nan unless it says otherwise (`pydantic.Field(allow_inf_nan=True)`): a
+    # value that passed here and failed in a worker would be retried and reported far from its cause
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid", validate_default=True, allow_inf_nan=False)
+
+    @pydantic.field_validator("*", mode="after")
+    @classmethod
+    def _int64_range(cls, value: Any) -> Any:
+        """Every integer, also inside tuples and lists, fits the int64 arrays it is stored and computed in."""
+        for v in value if isinstance(value, list | tuple) else (value,):
+            if isinstance(v, int) and not isinstance(v, bool) and abs(v) > INT_MAX:
+                raise pydantic_core.PydanticCustomError("int_too_large", "integer out of the int64 range")
+        return value
 
     def __init__(self, **data: Any) -> None:
         outer = _depth.get()

@@ -1,9 +1,20 @@
-"""The `implicitbias` command line: list, describe, run and report experiments."""
+"""The `implicitbias` command line: list, describe, run and report experiments.
+
+Exit codes: 0 done; 1 a prediction failed (with --strict); 2 bad input or an environment that cannot do what
+was asked (a value out of range, an unreadable file, a full disk, a cluster that gives no worker): one line
+naming the option or field, the value and what is allowed, no traceback, and nothing written when the input
+is refused; 3 some runs diverged or raised (reported, the rest kept); 130 interrupted (Ctrl-C: finished runs
+are kept and a rerun resumes).
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import errno
+import math
+import os
 import shlex
 import sys
 import time
@@ -22,7 +33,15 @@ def _parse_sets(items: list[str]) -> dict:
         if "=" not in item:
             raise ConfigError(f"--set {item!r} is not allowed: expected field=value, e.g. --set model.width=50")
         key, raw = item.split("=", 1)
-        overrides[key.strip()] = yaml.safe_load(raw) if raw.strip() else raw
+        if not key.strip():
+            raise ConfigError(f"--set {item!r} is not allowed: expected field=value with a field name, e.g. --set "
+                              "model.width=50")
+        try:
+            overrides[key.strip()] = yaml.safe_load(raw) if raw.strip() else raw
+        except yaml.YAMLError as exc:
+            detail = " ".join(str(exc).split())[:160]
+            raise ConfigError(f"--set {item!r} is not allowed: the value {raw!r} is not valid YAML ({detail}); "
+                              "expected a number, a word or a list such as [1, 2]") from None
     return overrides
 
 
@@ -74,39 +93,72 @@ def cmd_describe(args) -> int:
 def cmd_run(args) -> int:
     from implicitbias.experiments import get
     from implicitbias.experiments.runner import run_experiment
+    from implicitbias.storage.lock import directory_lock
+    from implicitbias.storage.store import RunStore
+    from implicitbias.sweeps.sweep import cluster_scope
 
     exp = get(args.name)
+    out = _output_dir(args.out or f"runs/{exp.name}{'-quick' if args.quick else ''}")
     config = exp.resolve(quick=args.quick, overrides=_parse_sets(args.set), seed=args.seed)
     runs = exp.runs(config)  # every run validated before anything trains
-    _preflight(config, args)
-    if args.scheduler is None and args.cluster is None:
-        from implicitbias.runs.budget import check_fits
-
-        check_fits(runs, args.workers)
-    out = Path(args.out or f"runs/{exp.name}{'-quick' if args.quick else ''}")
-    out.mkdir(parents=True, exist_ok=True)
-    command = "implicitbias " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if args.argv is None else args.argv
-    (out / "config.yaml").write_text(
-        f"# {exp.name} ({'quick' if args.quick else 'full'}), rerun with: {command}\n"
-        + yaml.safe_dump({"experiment": exp.name, "quick": bool(args.quick), **config.model_dump()},
-                         sort_keys=False))
-    started = time.perf_counter()
-    started_at = datetime.datetime.now().isoformat(timespec="seconds")
     say = lambda m: print(m, file=sys.stderr)
-    say(f"{exp.name}: {len(runs)} runs -> {out}/runs/ (a rerun of this command resumes)")
-    try:
-        results, outcome = run_experiment(exp, config, out, workers=args.workers, scheduler=args.scheduler,
-                                          cluster=args.cluster, progress=not args.no_progress, log=say)
-    except KeyboardInterrupt:
-        say(f"interrupted: the finished runs are kept in {out}/runs/; rerun the same command to resume")
-        return 130
-    wall = time.perf_counter() - started
-    try:
-        return _finish(exp, config, args, out, results, outcome, runs, command, started_at, wall, say)
-    except KeyboardInterrupt:
-        say(f"interrupted while writing the results: every run is stored in {out}/runs/; rerun the same command "
-            "to write the results, figures and report without training")
-        return 130
+    with contextlib.ExitStack() as held:
+        # the sweep's cluster is closed when this block ends: after the results, figures and report are written
+        # (a failure to close is a warning)
+        held.enter_context(cluster_scope(warn=say))
+        options = _preflight(config, args, held, say)
+        if args.scheduler is None and args.cluster is None:
+            from implicitbias.runs.budget import check_fits
+
+            check_fits(runs, args.workers)
+        # everything is checked: from here on the directory is written
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            held.enter_context(directory_lock(out, say=say))  # a second command on this directory waits here
+        except OSError as exc:
+            raise ConfigError(f"--out {str(out)!r} is not allowed: {exc.strerror or exc} ({exc.filename or out}); "
+                              "expected a directory this user can write (created if absent)") from None
+        removed = RunStore(out).clean_temporaries()
+        if removed:
+            say(f"removed {len(removed)} temporary files left by an interrupted write in {out}")
+        command = "implicitbias " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if args.argv is None else args.argv
+        (out / "config.yaml").write_text(
+            f"# {exp.name} ({'quick' if args.quick else 'full'}), rerun with: {command}\n"
+            + yaml.safe_dump({"experiment": exp.name, "quick": bool(args.quick), **config.model_dump()},
+                             sort_keys=False))
+        started = time.perf_counter()
+        started_at = datetime.datetime.now().isoformat(timespec="seconds")
+        say(f"{exp.name}: {len(runs)} runs -> {out}/runs/ (a rerun of this command resumes)")
+        try:
+            results, outcome = run_experiment(exp, config, out, workers=args.workers, scheduler=args.scheduler,
+                                              cluster=args.cluster, progress=not args.no_progress, log=say, **options)
+        except KeyboardInterrupt:
+            say(f"interrupted: the finished runs are kept in {out}/runs/; rerun the same command to resume")
+            return 130
+        wall = time.perf_counter() - started
+        try:
+            return _finish(exp, config, args, out, results, outcome, runs, command, started_at, wall, say)
+        except KeyboardInterrupt:
+            say(f"interrupted while writing the results: every run is stored in {out}/runs/; rerun the same "
+                "command to write the results, figures and report without training")
+            return 130
+
+
+def _output_dir(value: str) -> Path:
+    """The --out directory, refused before anything is written when it names a file or cannot be created here."""
+    out = Path(value)
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {value!r} is not allowed: it is a file; expected a directory (created if absent)")
+    if not existing.is_dir():
+        raise ConfigError(f"--out {value!r} is not allowed: {existing} is a file, not a directory; expected a "
+                          "directory path (created if absent)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {value!r} is not allowed: {existing} is not writable by this user; expected a "
+                          "directory this user can write")
+    return out
 
 
 def _finish(exp, config, args, out, results, outcome, runs, command, started_at, wall, say) -> int:
@@ -125,7 +177,10 @@ def _finish(exp, config, args, out, results, outcome, runs, command, started_at,
         print(f"wall time {wall:.1f} s ({len(runs)} runs: {outcome.trained} trained, {outcome.reused} loaded)")
     failed = outcome.failed
     if failed:
-        print(f"\nerror: {len(failed)} of {len(runs)} runs failed (stored as such, left out of figures and fits):",
+        raised = sum(1 for spec, _ in failed if spec.key() in outcome.errors)
+        where = [f"{len(failed) - raised} diverged or unsolved: stored as such in {out}/runs/"] if len(failed) > raised else []
+        where += [f"{raised} raised: recorded with their errors in {out}/failed/, tried again by a rerun"] if raised else []
+        print(f"\nerror: {len(failed)} of {len(runs)} runs failed ({'; '.join(where)}; left out of figures and fits):",
               file=sys.stderr)
         for spec, message in failed[:20]:
             print(f"  {spec.label()} [{spec.key()}]: {message}", file=sys.stderr)
@@ -136,16 +191,59 @@ def _finish(exp, config, args, out, results, outcome, runs, command, started_at,
     return EXIT_PREDICTION_FAILED if args.strict and predictions_failed else 0
 
 
-def _preflight(config, args) -> None:
-    """Checks that need the data source (e.g. a CIFAR-10 path) or the execution options, before
-    anything trains."""
+def _preflight(config, args, held: contextlib.ExitStack, say) -> dict:
+    """Checks that need the data source (e.g. a CIFAR-10 path) or the execution options, before anything is
+    written; returns the sweep's options (a --scheduler is connected to here, and closed by `held`)."""
+    from implicitbias.sweeps import cluster as clusters
+
     locate = getattr(config.data, "locate", None)
     if callable(locate):
         locate()
-    if args.workers is not None and args.workers < 0:
-        raise ConfigError(f"--workers {args.workers} is not allowed: expected an integer >= 0 (0: in this process)")
+    cores = len(clusters.usable_cores())
+    if args.workers is not None and not 0 <= args.workers <= cores:
+        raise ConfigError(f"--workers {args.workers} is not allowed: expected an integer from 0 to {cores}, the cores "
+                          "this process may use (0: in this process; more workers than cores only share them)")
+    if args.worker_timeout is not None and not (math.isfinite(args.worker_timeout) and args.worker_timeout > 0):
+        raise ConfigError(f"--worker-timeout {args.worker_timeout} is not allowed: expected a finite number of "
+                          "seconds > 0")
+    if args.dashboard is not None:
+        _check_dashboard(args.dashboard)
     if sum(x is not None for x in (args.scheduler, args.cluster)) > 1:
         raise ConfigError("--scheduler and --cluster are not allowed together: give one of them")
+    if args.workers is not None and (args.scheduler or args.cluster):
+        raise ConfigError(f"--workers {args.workers} is not allowed with --{'scheduler' if args.scheduler else 'cluster'}: "
+                          "the workers are the scheduler's or the cluster file's (jobs x processes)")
+    options = {k: v for k, v in (("worker_timeout", args.worker_timeout), ("dashboard_address", args.dashboard))
+               if v is not None}
+    if args.cluster is not None:
+        clusters.read_cluster_file(args.cluster)
+    if args.scheduler is not None:
+        options["client"] = client = clusters.connect(args.scheduler)
+        held.callback(clusters.close, client, warn=say)
+    return options
+
+
+def _check_dashboard(value: str) -> None:
+    """Refuse a --dashboard address that is not HOST:PORT of this machine, free to listen on."""
+    import socket
+
+    from distributed.comm.addressing import parse_host_port
+
+    allowed = ("expected HOST:PORT of this machine, e.g. 127.0.0.1:8787 (this machine only, the default on a free "
+               "port) or 0.0.0.0:8787 (every interface: anyone on the network can see and control the sweep)")
+    try:
+        host, port = parse_host_port(value, default_port=0)
+    except (ValueError, TypeError):
+        host, port = None, None
+    if not host or not isinstance(port, int) or not 0 <= port < 65536:
+        raise ConfigError(f"--dashboard {value!r} is not allowed: {allowed}")
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((host, port))
+    except OSError as exc:
+        raise ConfigError(f"--dashboard {value!r} is not allowed: cannot listen there ({exc.strerror or exc}); "
+                          f"{allowed}") from None
 
 
 def _summary(checks: list[dict], args, paths: dict[str, str]) -> str:
@@ -162,13 +260,27 @@ def cmd_report(args) -> int:
     from implicitbias.experiments import get
     from implicitbias.experiments.outputs import write_outputs
     from implicitbias.experiments.runner import evaluate_checks, load
+    from implicitbias.storage.store import RunStore
 
     out = Path(args.dir)
-    results = load(out)
+    if not out.exists():
+        raise ConfigError(f"{out} does not exist: give the directory written by `implicitbias run` (or its results.nc)")
+    file = out / "results.nc" if out.is_dir() else out
+    try:
+        results = load(out)
+    except ConfigError as exc:
+        text = str(exc)
+        raise ConfigError(text if str(file) in text else f"{file} is damaged or from another version: {text}") from None
     exp = get(results.experiment)
     results.checks = evaluate_checks(exp, results)
-    report = write_outputs(exp, results, out, {"rebuilt from": str(out / "results.nc")})
-    print(_summary(results.checks, args, {"report": str(report), "results": str(out / "results.nc")}))
+    out = file.parent
+    report = write_outputs(exp, results, out, {"rebuilt from": str(file)})
+    print(_summary(results.checks, args, {"report": str(report), "results": str(file)}))
+    failures = RunStore(out).failures()
+    if failures:
+        print(f"{len(failures)} runs raised and are not in these results (their errors in {out}/failed/):", file=sys.stderr)
+        for record in list(failures.values())[:10]:
+            print(f"  {record.get('label', '')} [{record.get('key', '')}]: {record.get('error', '')}", file=sys.stderr)
     return 0
 
 
@@ -204,6 +316,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786")
     p.add_argument("--cluster", help="YAML file describing a SLURM/PBS cluster for dask-jobqueue "
                    "(see implicitbias.sweeps.cluster)")
+    p.add_argument("--worker-timeout", type=float, metavar="SECONDS",
+                   help="give up (exit 2) when the cluster has no worker for this long (default: 60 s for local "
+                   "workers and --scheduler, 300 s for --cluster)")
+    p.add_argument("--dashboard", metavar="HOST:PORT", help="where the Dask dashboard listens (default 127.0.0.1 on a "
+                   "free port: this machine only; 0.0.0.0:8787 exposes it to the network)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--verbose", action="store_true", help="print every assumption and prediction row")
     p.set_defaults(fn=cmd_run, argv=None)
@@ -217,13 +334,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: errors of the file system that are the machine's, not the program's: reported in one line, exit 2
+SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                errno.EISDIR, errno.ENOENT)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run the command line (argv: the arguments after the program name; None: sys.argv); returns the exit code."""
     try:
+        args = build_parser().parse_args(argv)
         return args.fn(args)
-    except ConfigError as exc:
+    except ConfigError as exc:  # bad input, and an environment that cannot do what was asked (ResourceError)
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as exc:
+        if exc.errno not in SPACE_ERRNOS:
+            raise
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+        print(f"error: {exc.filename or ''}: {exc.strerror}: {'the disk is full: free some space' if full else 'check the path'}"
+              " and rerun the same command (finished runs are kept)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

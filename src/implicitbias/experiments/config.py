@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from typing import Any, Literal
 
 import pydantic
 
-from implicitbias._spec import ConfigError, Spec
+from implicitbias._spec import INT_MAX, ConfigError, Spec
 from implicitbias.data import AnyData
 from implicitbias.losses import Loss
 from implicitbias.models import AnyModel
@@ -26,6 +27,9 @@ from implicitbias.training.stopping import Stop
 #: the seeds of trial t of a run with base seed s are s + SEED_STEP * t (data and init alike), so
 #: that trials of neighbouring base seeds (--seed 0, --seed 1) never share a draw
 SEED_STEP = 1000
+#: the most runs one experiment may declare: expanding them takes ~70 us each (100 000 runs: ~7 s), and more
+#: would be refused only after a long wait or an exhausted memory
+MAX_RUNS = 100_000
 
 
 class ExperimentConfig(Spec):
@@ -67,6 +71,19 @@ class ExperimentConfig(Spec):
         self.method.checkpoint_grid(self.checkpoints, self.stop)
         return self
 
+    @pydantic.model_validator(mode="after")
+    def _seeds_in_range(self):
+        # trial t draws with seed + SEED_STEP t: the last trial's seed must still fit the int64 a seed is
+        # computed in (jax.random.PRNGKey overflows above 2**63 - 1)
+        last = SEED_STEP * (self.trials - 1)
+        if self.trials > MAX_RUNS:
+            raise ValueError(f"trials = {self.trials} is not allowed: expected at most {MAX_RUNS} (runs of one experiment)")
+        seeds = [self.seed] + [v for v in self.grid.get("seed", []) if isinstance(v, int)]
+        if max(seeds) + last > INT_MAX:
+            raise ValueError(f"seed = {max(seeds)} is not allowed with trials = {self.trials}: expected a seed "
+                             f"<= {INT_MAX - last} (trial t uses seed + {SEED_STEP} t, at most {INT_MAX})")
+        return self
+
     def part(self, name: str) -> ExperimentConfig:
         """The config of one named part (e.g. one panel of a figure): the base with its overrides."""
         if name not in self.parts:
@@ -74,9 +91,20 @@ class ExperimentConfig(Spec):
         return with_overrides(self.replace(parts={}), self.parts[name])
 
 
+def run_count(config: ExperimentConfig) -> int:
+    """How many runs `expand(config)` gives (parts x grid x trials), without building them."""
+    if config.parts:
+        return sum(run_count(config.part(name)) for name in config.parts)
+    return config.trials * math.prod(len(values) for values in config.grid.values())
+
+
 def expand(config: ExperimentConfig) -> list[RunSpec]:
     """Every run of an experiment: parts x grid x trials, each a validated `RunSpec`.  A value that
     cannot make a valid run is refused here, before anything trains, naming its grid axis."""
+    count = run_count(config)  # counted before anything is built: a mistyped trials=10000000000 is refused at once
+    if count > MAX_RUNS:
+        raise ConfigError(f"trials = {config.trials} with the grid gives {count:.4g} runs: expected at most {MAX_RUNS} "
+                          "runs in one experiment (reduce trials or the grid axes)")
     if config.parts:
         return [run.replace(part=name) for name in config.parts for run in expand(config.part(name))]
     axes = list(config.grid.items())

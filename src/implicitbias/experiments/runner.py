@@ -19,13 +19,13 @@ from implicitbias.theorems.base import RunContext, Verdict
 
 def run_experiment(experiment: Experiment, config: ExperimentConfig, out_dir: str | Path, *, workers: int | None = None,
                    scheduler: str | None = None, cluster: str | None = None, progress: bool = False,
-                   log: Callable[[str], None] = print) -> tuple[Results, SweepOutcome]:
+                   log: Callable[[str], None] = print, **sweep_options) -> tuple[Results, SweepOutcome]:
     """Train (or load) every run of the experiment under `out_dir` and evaluate its checks.  Runs whose
     task raised are left out of the results and listed in the outcome; diverged runs are kept (as
-    diverged) and left out of cells, figures and fits."""
+    diverged) and left out of cells, figures and fits.  `sweep_options` go to `run_sweep` (worker_timeout, ...)."""
     runs = experiment.runs(config)
     outcome = run_sweep(runs, RunStore(out_dir, warn=log), workers=workers, scheduler=scheduler, cluster=cluster,
-                        progress=progress, say=log)
+                        progress=progress, say=log, **sweep_options)
     kept = [i for i, ds in enumerate(outcome.arrays) if ds is not None]
     results = Results(experiment.name, config, [runs[i] for i in kept], [outcome.arrays[i] for i in kept],
                       dict(outcome.datasets))

@@ -89,8 +89,12 @@ def available_bytes() -> int:
 
 def check_fits(runs: Sequence[RunSpec], workers: int | None) -> None:
     """Raise ConfigError when the largest compiled call of the sweep cannot fit in one worker's share of
-    this machine's memory (workers None: one per core; 0: everything in this process)."""
-    n_workers = (os.cpu_count() or 1) if workers is None else max(workers, 1)
+    this machine's memory (workers None: one per usable core; 0: everything in this process; at most one
+    worker per usable core is counted)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    # local workers are one per core at most (the command line refuses more): a larger count would only
+    # shrink each worker's share and blame the model's size for it
+    n_workers = cores if workers is None else min(max(workers, 1), cores)
     share = available_bytes() // n_workers
     worst = None
     for group in group_runs(runs):

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import pydantic
 
-from implicitbias._spec import ConfigError, Spec
+from implicitbias._spec import INT_MAX, ConfigError, Spec
 from implicitbias.data import AnyData
 from implicitbias.losses import Loss
 from implicitbias.models import AnyModel
@@ -39,11 +39,11 @@ class RunSpec(Spec):
 
     model: AnyModel
     data: AnyData
-    data_seed: int = pydantic.Field(0, ge=0)
+    data_seed: int = pydantic.Field(0, ge=0, le=INT_MAX)  # the generators' range: int64
     loss: Loss = Loss()
     method: AnyMethod
     stop: Stop = Stop()
-    seed: int = pydantic.Field(0, ge=0)
+    seed: int = pydantic.Field(0, ge=0, le=INT_MAX)  # jax.random.PRNGKey overflows above int64
     init_scale: float = pydantic.Field(1.0, ge=0.0, allow_inf_nan=False)
     checkpoints: int | list[float] = 30
     reference: Literal["none", "svm"] = "none"

@@ -28,6 +28,7 @@ import numpy as np
 import xarray as xr
 import yaml
 
+from implicitbias._spec import ConfigError, ResourceError
 from implicitbias.status import Status
 
 CLOCK = ("step", "time", "grad_evals")
@@ -117,15 +118,51 @@ def atomic_file(write: Callable[[Path], None], path: Path) -> Path:
     place (see `deferred_interrupt`).  The temporary name ends in .tmp: `write` must not infer the format
     from the suffix."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
     with deferred_interrupt():
         try:
             write(tmp)
             os.replace(tmp, path)
+        except Exception as exc:
+            reason = _no_space(tmp, exc)
+            if reason is None:
+                raise
+            raise DiskFull(f"no space to write {path}: {reason}; free some space (or give another --out) and rerun the "
+                           "same command: every run stored so far is kept") from None
         finally:
             if tmp.exists():
                 tmp.unlink()
     return path
+
+
+#: the suffix of `atomic_file`'s temporary files (a file still carrying it was left by a killed write)
+TMP_SUFFIX = ".tmp"
+
+
+class DiskFull(ResourceError):
+    """A write failed because the file system is full or the file size limit (`ulimit -f`) was reached."""
+
+
+def _no_space(tmp: Path, exc: BaseException) -> str | None:
+    """Why a failed write failed, when it is space: NetCDF/HDF5 reports a full disk only as "HDF error", so the
+    file system and the file size limit are asked directly.  None when space is not the cause."""
+    import errno
+    import resource
+    import shutil
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"the file system is full ({exc.strerror})"
+    size = tmp.stat().st_size if tmp.exists() else 0
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if (isinstance(exc, OSError) and exc.errno == errno.EFBIG) or (soft != resource.RLIM_INFINITY and size >= soft - (1 << 16)):
+        return f"the file size limit of this process (ulimit -f) is {soft} bytes, reached by the file"
+    try:
+        free = shutil.disk_usage(tmp.parent).free
+    except OSError:
+        return None
+    if free < max(1 << 20, size // 10):
+        return f"the file system holding {tmp.parent} is full ({free} bytes free)"
+    return None
 
 
 @contextlib.contextmanager
@@ -211,7 +248,6 @@ def load_results(path: str | os.PathLike):
     regenerated); `config` is the experiment config as a dict."""
     import json
 
-    from implicitbias._spec import ConfigError
     from implicitbias.runs.results import Results
     from implicitbias.runs.spec import RunSpec
     from implicitbias.storage.store import data_from_xarray
@@ -223,20 +259,32 @@ def load_results(path: str | os.PathLike):
                           "`implicitbias run`?") from None
     if "runs" not in tree.children or "experiment" not in tree.attrs:
         raise ConfigError(f"{path} holds no runs: is it a results.nc written by `implicitbias run` (this version)?")
-    found: dict[int, xr.Dataset] = {}
-    for name in sorted(tree["runs"].children):
-        node = tree["runs"][name].to_dataset()
-        found.update(_unstack_runs(node) if "run_attrs" in node.attrs else {len(found): node})
-    arrays = [found[i] for i in sorted(found)]
-    for ds in arrays:
-        for var in ("status_name", "message"):
-            if var in ds:
-                ds[var] = ds[var].astype(object)
-    runs = [RunSpec.from_json(ds.attrs["spec"]) for ds in arrays]
-    datasets = {name: data_from_xarray(tree["data"][name].to_dataset()) for name in tree["data"].children} \
-        if "data" in tree.children else {}
-    return Results(tree.attrs["experiment"], yaml.safe_load(tree.attrs["config"]), runs, arrays, datasets,
-                   json.loads(tree.attrs.get("checks", "[]")))
+    where = "its root attributes"
+    try:
+        config = yaml.safe_load(tree.attrs["config"])
+        checks = json.loads(tree.attrs.get("checks", "[]"))
+        if not isinstance(config, dict) or not isinstance(checks, list):
+            raise ValueError("the attribute config is not a mapping or checks not a list")
+        found: dict[int, xr.Dataset] = {}
+        for name in sorted(tree["runs"].children):
+            where = f"node runs/{name}"
+            node = tree["runs"][name].to_dataset()
+            found.update(_unstack_runs(node) if "run_attrs" in node.attrs else {len(found): node})
+        arrays = [found[i] for i in sorted(found)]
+        for ds in arrays:
+            for var in ("status_name", "message"):
+                if var in ds:
+                    ds[var] = ds[var].astype(object)
+        where = "the runs' spec attributes"
+        runs = [RunSpec.from_json(ds.attrs["spec"]) for ds in arrays]
+        where = "node data"
+        datasets = {name: data_from_xarray(tree["data"][name].to_dataset()) for name in tree["data"].children} \
+            if "data" in tree.children else {}
+    except Exception as exc:  # noqa: BLE001 - whatever is damaged, the file is named as such
+        detail = " ".join(str(exc).split())[:300]
+        raise ConfigError(f"{path} is damaged: {where} cannot be read ({type(exc).__name__}: {detail}); rerun "
+                          "`implicitbias run` with the same --out to write it again from the stored runs") from None
+    return Results(tree.attrs["experiment"], config, runs, arrays, datasets, checks)
 
 
 _FILL = {"f": np.nan, "c": np.nan, "i": 0, "u": 0, "b": False, "O": "", "U": "", "S": b""}

@@ -2,16 +2,23 @@
 
     DIR/runs/<key>.nc     one run (`implicitbias.runs.execute.train_group` output), named by its identity
     DIR/data/<key>.nc     one data set (training and test arrays, generator info), stored once per seed
+    DIR/failed/<key>.json a run whose task raised: its spec and the error (removed when the run is stored)
 
 Every write goes to a uniquely named temporary file that is renamed into place, so a file under
 its final name is always complete: a sweep killed at any moment (SIGKILL included) leaves only
 finished runs and stray temporaries, and two processes writing the same run (the same content)
 cannot corrupt it.  A file that cannot be read, or whose identity does not match its name, is
-reported, moved aside (`*.corrupt`) and its run trained again.
+reported, moved aside (`*.corrupt`) and its run trained again.  The temporaries a killed write left are
+removed by `clean_temporaries` when the next command takes the directory (under its lock).
+
+A run whose task raised an exception (not a lost worker: that task is moved to another worker) is not
+retried within the sweep, since the same code on the same values raises again; it is recorded with its
+error, reported, and trained again by the next command (the code or the machine may have changed).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 from collections.abc import Callable
@@ -22,7 +29,7 @@ import xarray as xr
 
 from implicitbias.data import Dataset
 from implicitbias.runs.spec import RESULTS_FORMAT, RunSpec
-from implicitbias.storage.results import atomic_file, deferred_interrupt, load, save, write_netcdf  # noqa: F401
+from implicitbias.storage.results import TMP_SUFFIX, atomic_file, deferred_interrupt, load, save, write_netcdf  # noqa: F401
 
 
 class RunStore:
@@ -59,10 +66,49 @@ class RunStore:
 
     def save_run(self, ds: xr.Dataset) -> Path:
         spec = RunSpec.from_json(ds.attrs["spec"])
-        return save(ds, self.run_path(spec))
+        path = save(ds, self.run_path(spec))
+        self.failure_path(spec).unlink(missing_ok=True)  # an earlier failure of this run is superseded
+        return path
 
     def done(self, spec: RunSpec) -> bool:
         return self.run_path(spec).exists()
+
+    # -- runs whose task raised -----------------------------------------------------------------------
+    def failure_path(self, spec: RunSpec) -> Path:
+        return self.root / "failed" / f"{spec.key()}.json"
+
+    def save_failure(self, spec: RunSpec, error: str) -> Path:
+        """Record that `spec`'s task raised `error` (JSON: key, label, spec, error, time)."""
+        record = {"key": spec.key(), "label": spec.label(), "error": error, "spec": json.loads(spec.to_json()),
+                  "time": datetime.datetime.now().isoformat(timespec="seconds")}
+        text = json.dumps(record, indent=1)
+        return atomic_file(lambda tmp: tmp.write_text(text, encoding="utf-8"), self.failure_path(spec))
+
+    def failures(self) -> dict[str, dict]:
+        """The recorded failures by run key (unreadable records are skipped: they only inform)."""
+        out = {}
+        for path in sorted((self.root / "failed").glob("*.json")):
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+                out[str(record["key"])] = record
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return out
+
+    # -- leftovers of killed writes -------------------------------------------------------------------
+    def clean_temporaries(self) -> list[Path]:
+        """Remove the temporary files (`.NAME.PID.XXXX.tmp`) that writes killed mid-way left in the directory,
+        its runs/, data/, failed/ and figures/.  Call it only while holding the directory's lock: a temporary
+        of a running writer would otherwise go too."""
+        removed = []
+        for folder in (self.root, *(self.root / sub for sub in ("runs", "data", "failed", "figures"))):
+            for path in folder.glob(f".*{TMP_SUFFIX}") if folder.is_dir() else ():
+                try:
+                    path.unlink()
+                    removed.append(path)
+                except OSError:
+                    pass
+        return removed
 
     # -- data sets ------------------------------------------------------------------------------------
     def save_data(self, spec: RunSpec, data: Dataset) -> Path:

@@ -20,11 +20,12 @@ The same `implicitbias.sweeps.sweep.run_sweep` drives all three.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import yaml
 
-from implicitbias._spec import ConfigError
+from implicitbias._spec import ConfigError, ResourceError
 
 #: environment of every worker process: one thread for BLAS and OpenMP (XLA's CPU backend ignores
 #: its thread flags: local workers are pinned to one core instead), and Dask's statistical profiler off:
@@ -76,6 +77,7 @@ class PinToCore(_plugin_base()):
             index = 0
         os.environ[PIN_ENV] = str(self.cores[index % len(self.cores)])
         pin_threads()
+        _ignore_sigint()  # also in a worker the nanny restarted after a loss
         import threading
 
         threading.Thread(target=_exit_with_parent, args=(self.parent,), daemon=True).start()
@@ -143,77 +145,254 @@ def _exit_with_parent(parent: int) -> None:
             pass
 
 
-def local_client(n_workers: int, *, dashboard: bool = True):
-    """A client of a fresh LocalCluster of `n_workers` single-threaded, pinned processes."""
+#: where the Dask dashboard listens unless `--dashboard` asks otherwise: this machine only, on a free port (the
+#: dashboard shows and controls the sweep: on every interface anyone on the network could)
+DASHBOARD_ADDRESS = "127.0.0.1:0"
+
+#: seconds to wait for a first worker before giving up (`--worker-timeout`): local worker processes start in
+#: a few seconds; a batch system's jobs may wait in its queue
+WORKER_TIMEOUT_S = {"local": 60.0, "scheduler": 60.0, "batch": 300.0}
+
+
+def _ignore_sigint() -> None:
+    """In a worker: Ctrl-C in a terminal reaches every process of its group; the sweep's main process handles
+    it (cancels and shuts the cluster down), so the workers ignore it instead of printing a traceback each."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def local_client(n_workers: int, *, dashboard: bool = True, dashboard_address: str = DASHBOARD_ADDRESS):
+    """A client of a fresh LocalCluster of `n_workers` single-threaded, pinned processes.  Its scheduler, workers
+    and dashboard listen on 127.0.0.1 only (`dashboard_address` may ask otherwise)."""
+    import signal
+
     import dask
     from distributed import Client, LocalCluster
 
     cores = usable_cores()
     # the config the nannies hand over; their pre-spawn environment without MALLOC_TRIM_THRESHOLD_
-    # (see `keep_allocations`)
-    with dask.config.set({"distributed.worker.profile.enabled": False,
-                          "distributed.nanny.pre-spawn-environ": dict(SINGLE_THREAD_ENV), **SCHEDULER_CONFIG}):
-        cluster = LocalCluster(
-            n_workers=n_workers, threads_per_worker=1, processes=True, env=dict(SINGLE_THREAD_ENV),
-            dashboard_address=":0" if dashboard and _has_bokeh() else "", silence_logs=40,
-        )
+    # (see `keep_allocations`).  The worker processes are started with SIGINT ignored (they inherit it through
+    # exec): a Ctrl-C in the terminal is the main process's to handle (see `_ignore_sigint`)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
+    try:
+        with dask.config.set({"distributed.worker.profile.enabled": False,
+                              "distributed.nanny.pre-spawn-environ": dict(SINGLE_THREAD_ENV), **SCHEDULER_CONFIG}):
+            cluster = LocalCluster(
+                n_workers=n_workers, threads_per_worker=1, processes=True, env=dict(SINGLE_THREAD_ENV),
+                host="127.0.0.1", dashboard_address=dashboard_address if dashboard and _has_bokeh() else "",
+                silence_logs=40,
+            )
+    except (OSError, RuntimeError, TimeoutError) as exc:
+        raise ResourceError(f"the local Dask cluster of {n_workers} workers did not start ({exc}); --workers 0 trains "
+                            "in this process without Dask") from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     client = Client(cluster)
     client.register_plugin(PinToCore(cores, os.getpid()))
     return client
 
 
-def connect(address: str):
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+SCHEDULER_SCHEMES = ("tcp", "tls")
+
+
+def check_scheduler(address: str, probe_s: float = 3.0) -> str:
+    """Refuse, within seconds, an address that is not a Dask scheduler's (`tcp://host:port`) or where nothing
+    listens; returns the address."""
+    from distributed.comm import parse_address
+    from distributed.comm.addressing import parse_host_port
+
+    expected = "expected the address of a running Dask scheduler, e.g. tcp://host:8786"
+    try:
+        scheme, location = parse_address(address)
+        host, port = parse_host_port(location)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"--scheduler {address!r} is not allowed ({exc}): {expected}") from None
+    if scheme not in SCHEDULER_SCHEMES or not host or not isinstance(port, int) or not 0 < port < 65536:
+        raise ConfigError(f"--scheduler {address!r} is not allowed: {expected} (schemes {', '.join(SCHEDULER_SCHEMES)}, "
+                          "a host and a port 1-65535)")
+    reason = _probe(host, port, probe_s)
+    if reason is not None:
+        raise ResourceError(f"--scheduler {address!r} is not reachable ({reason} within {probe_s:g} s): {expected}")
+    return address
+
+
+def _probe(host: str, port: int, seconds: float) -> str | None:
+    """Why nothing answers at host:port (None: something accepts connections), in at most ~`seconds` (name
+    resolution included, in a thread that is left behind if it hangs)."""
+    import socket
+    import threading
+
+    answer: list[str | None] = []
+
+    def attempt():
+        try:
+            socket.create_connection((host, port), timeout=seconds).close()
+            answer.append(None)
+        except OSError as exc:
+            answer.append(exc.strerror or type(exc).__name__)
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(seconds + 0.5)
+    return answer[0] if answer else "no answer"
+
+
+def connect(address: str, timeout_s: float = 5.0):
+    """A client of the running Dask scheduler at `address`, or a ResourceError within about `timeout_s` + 3 s:
+    the address is checked first (`check_scheduler`), and whatever goes wrong in the handshake (something else
+    listening there, a scheduler of another version) is reported as such."""
     from distributed import Client
 
+    check_scheduler(address)
     try:
-        return Client(address, timeout="20s")
-    except (OSError, TimeoutError) as exc:
-        raise ConfigError(f"--scheduler {address!r} is not reachable ({exc}): expected the address of a running "
-                          "Dask scheduler, e.g. tcp://host:8786") from None
+        return Client(address, timeout=f"{timeout_s}s")
+    except Exception as exc:  # noqa: BLE001 - a server that is not a Dask scheduler can fail the handshake anyhow
+        detail = " ".join(str(exc).split())[:200]
+        raise ResourceError(f"--scheduler {address!r} did not answer as a Dask scheduler within {timeout_s:g} s "
+                            f"({type(exc).__name__}: {detail}): expected the address of a running Dask scheduler, "
+                            "e.g. tcp://host:8786") from None
 
 
 JOBQUEUE_KINDS = ("slurm", "pbs")
+#: the command each kind submits jobs with, which must exist on this machine
+SUBMIT_COMMANDS = {"slurm": "sbatch", "pbs": "qsub"}
+#: the command that shows each kind's queue, for the message when no worker came
+QUEUE_COMMANDS = {"slurm": ["squeue", "--me", "-h", "-o", "%i %j %T %R"], "pbs": ["qstat", "-u", os.environ.get("USER", "")]}
+#: keys of dask-jobqueue's cluster (not of its jobs)
+CLUSTER_KEYS = ("n_workers", "silence_logs", "name", "dashboard_address", "host", "scheduler_options", "interface",
+                "protocol", "security", "shared_temp_directory", "config_name")
 
 
-def jobqueue_client(path: str | os.PathLike):
-    """A client of a dask-jobqueue cluster described by a YAML file (see the module docstring)."""
+def read_cluster_file(path: str | os.PathLike) -> tuple[str, int, dict]:
+    """(kind, jobs, the keys for dask-jobqueue) of a `--cluster` file, checked before anything starts: the file
+    is a YAML mapping, kind and jobs are allowed, every other key is one of dask-jobqueue's and its job script
+    can be written with them, and the batch system's submit command exists here."""
     file = Path(path)
-    if not file.exists():
-        raise ConfigError(f"--cluster {str(file)!r} is not allowed: the file does not exist")
-    spec = yaml.safe_load(file.read_text()) or {}
+    name = f"--cluster {str(file)!r}"
+    if not file.is_file():
+        raise ConfigError(f"{name} is not allowed: {'it is a directory' if file.is_dir() else 'the file does not exist'}"
+                          "; expected a YAML file with keys kind, jobs, cores, memory, ...")
+    try:
+        spec = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        detail = " ".join(str(exc).split())[:200]
+        raise ConfigError(f"{name} is not readable YAML ({type(exc).__name__}: {detail}): expected a YAML mapping with "
+                          "keys kind, jobs, cores, memory, ...") from None
     if not isinstance(spec, dict):
-        raise ConfigError(f"--cluster {str(file)!r}: expected a YAML mapping with keys kind, jobs, cores, memory, ...")
+        raise ConfigError(f"{name}: expected a YAML mapping with keys kind, jobs, cores, memory, ...")
+    spec = dict(spec)
     kind = spec.pop("kind", None)
     if kind not in JOBQUEUE_KINDS:
         raise ConfigError(f"cluster.kind = {kind!r} (in {file}) is not allowed: expected one of {JOBQUEUE_KINDS}")
     jobs = spec.pop("jobs", 1)
-    if not isinstance(jobs, int) or jobs < 1:
-        raise ConfigError(f"cluster.jobs = {jobs!r} (in {file}) is not allowed: expected an integer >= 1")
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or not 1 <= jobs <= 100_000:
+        raise ConfigError(f"cluster.jobs = {jobs!r} (in {file}) is not allowed: expected an integer from 1 to 100000")
+    import inspect
+
+    import dask_jobqueue
+
+    cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}[kind]
+    job_keys = set()
+    for klass in cls.job_cls.__mro__:
+        if "__init__" in vars(klass):
+            job_keys |= {name for name, p in inspect.signature(klass.__init__).parameters.items()
+                         if name not in ("self", "scheduler", "name") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    allowed = sorted((job_keys | set(CLUSTER_KEYS)) - {"config_name"})
+    for key in spec:
+        if key not in allowed:
+            raise ConfigError(f"cluster.{key} (in {file}) is not allowed: no such key; expected kind, jobs or one of "
+                              f"dask-jobqueue's {', '.join(allowed)}")
+    job = {k: v for k, v in spec.items() if k in job_keys}
+    try:
+        cls.job_cls(scheduler="tcp://127.0.0.1:8786", name="check", **job).job_script()
+    except Exception as exc:  # noqa: BLE001 - dask-jobqueue's own checks of the values, whatever they raise
+        detail = " ".join(str(exc).split())[:200]
+        raise ConfigError(f"{name} is not allowed: dask-jobqueue cannot write a {kind} job from it ({type(exc).__name__}: "
+                          f"{detail})") from None
+    submit = SUBMIT_COMMANDS[kind]
+    if shutil.which(submit) is None:
+        raise ResourceError(f"{name} (kind: {kind}) needs {submit}, which is not found on this machine's PATH: run on a "
+                            f"{kind.upper()} login node, or use --scheduler or local workers")
+    return kind, jobs, spec
+
+
+def jobqueue_client(path: str | os.PathLike, *, dashboard_address: str = DASHBOARD_ADDRESS):
+    """A client of a dask-jobqueue cluster described by a YAML file (see the module docstring).  Its dashboard
+    listens on 127.0.0.1 unless the file (scheduler_options) or `dashboard_address` says otherwise."""
+    kind, jobs, spec = read_cluster_file(path)
+    import dask
     import dask_jobqueue
     from distributed import Client
 
     cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}[kind]
     prologue = [f"export {k}='{v}'" for k, v in SINGLE_THREAD_ENV.items()]
     spec.setdefault("job_script_prologue", prologue)
-    import dask
-
+    options = dict(spec.pop("scheduler_options", None) or {})
+    options.setdefault("dashboard_address", spec.pop("dashboard_address", dashboard_address))
     try:
         with dask.config.set(SCHEDULER_CONFIG):
-            cluster = cls(**spec)
-    except TypeError as exc:
-        raise ConfigError(f"--cluster {file}: {exc} (the keys other than kind and jobs are dask-jobqueue's)") from None
+            cluster = cls(**spec, scheduler_options=options)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"--cluster {path}: {exc} (the keys other than kind and jobs are dask-jobqueue's)") from None
     cluster.scale(jobs=jobs)
-    return Client(cluster)
+    client = Client(cluster)
+    client.implicitbias_kind = kind
+    return client
 
 
-def close(client) -> None:
-    """Close a client and, if it started one, its cluster."""
+def wait_for_workers(client, timeout_s: float, what: str) -> None:
+    """Wait until the client has a worker; after `timeout_s`, raise ResourceError saying what is missing (for a
+    batch system, the state of its queue)."""
+    try:
+        client.wait_for_workers(1, timeout=timeout_s)
+    except TimeoutError:
+        raise ResourceError(f"{what} gave no worker within {timeout_s:g} s (--worker-timeout){queue_state(client)}; "
+                            "the finished runs are kept, rerun the same command to resume") from None
+
+
+def queue_state(client) -> str:
+    """What the batch system says about its queue (for a jobqueue client), as text to append to a message."""
+    import subprocess
+
+    kind = getattr(client, "implicitbias_kind", None)
+    if kind is None:
+        return ""
+    command = QUEUE_COMMANDS[kind]
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=5)
+        lines = (out.stdout or out.stderr).strip().splitlines()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"; `{' '.join(command)}` gave no answer ({type(exc).__name__})"
+    shown = "; ".join(lines[:5]) + (f"; ... {len(lines) - 5} more" if len(lines) > 5 else "")
+    return f"; the queue (`{' '.join(command)}`): {shown or 'no job of yours'}"
+
+
+def close(client, timeout_s: float = 20.0, warn=None) -> None:
+    """Close a client and, if it started one, its cluster.  With `warn`, a failure to close (a timeout, say) is
+    reported through it instead of raised: by then every result is written, and the workers of a local cluster
+    end by themselves when this process does (`PinToCore`)."""
     cluster = getattr(client, "cluster", None)
     try:
-        client.close()
-    finally:
-        if cluster is not None:
-            cluster.close()
+        try:
+            client.close(timeout=timeout_s)
+        finally:
+            if cluster is not None:
+                cluster.close(timeout=timeout_s)
+    except Exception as exc:  # noqa: BLE001
+        if warn is None:
+            raise
+        warn(f"warning: the Dask cluster did not close cleanly ({type(exc).__name__}: {exc}); the results are "
+             "written, and its workers end when this process does")
 
 
 def _has_bokeh() -> bool:

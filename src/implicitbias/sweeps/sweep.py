@@ -8,14 +8,22 @@ stored the moment its task finishes.
 - the split into tasks depends only on the runs (`group_runs`), never on the number of workers, so
   1 worker and 8 workers give bit-identical results;
 - a run that diverges is stored as diverged (status, step, message) and reported; a task that raises
-  is reported with its runs; the rest of the sweep goes on either way;
+  is not retried (the same code on the same values raises again): its runs are recorded in the store with
+  the error (`RunStore.save_failure`), reported, and tried again by the next sweep; the rest goes on;
 - a worker that dies mid-task has its task retried on another worker by Dask; nothing is written
   twice under different names (a run's file is named by its identity and replaced atomically);
-- Ctrl-C cancels what is running, shuts the cluster down and keeps what finished.
+- nothing waits forever: a cluster that gives no worker within `worker_timeout` seconds (or loses every
+  worker for that long) ends the sweep with a `ResourceError` saying what is missing; a full disk ends it
+  with a `DiskFull` naming the file; what finished is kept either way;
+- Ctrl-C cancels what is running, shuts the cluster down and keeps what finished;
+- the cluster a sweep starts is closed when the sweep ends, or, inside `cluster_scope()`, when the scope
+  ends (after the results are written); a failure to close is a warning.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import datetime
 import time
@@ -24,6 +32,7 @@ from pathlib import Path
 
 import xarray as xr
 
+from implicitbias._spec import ResourceError
 from implicitbias.data import Dataset
 from implicitbias.runs.spec import RunSpec, group_runs
 from implicitbias.status import Status
@@ -86,14 +95,18 @@ def _store(store: RunStore, specs: Sequence[RunSpec], arrays: Sequence[xr.Datase
 
 def run_sweep(runs: Sequence[RunSpec], store: RunStore, *, workers: int | None = None, scheduler: str | None = None,
               cluster: str | None = None, client=None, progress: bool = False, say: Callable[[str], None] = print,
-              max_flow: int | None = None, max_discrete: int | None = None) -> SweepOutcome:
+              max_flow: int | None = None, max_discrete: int | None = None, worker_timeout: float | None = None,
+              dashboard_address: str | None = None) -> SweepOutcome:
     """Train the runs not yet in `store` and return every run's arrays.
 
     workers: None picks one single-threaded worker process per usable core (and trains in this
     process when there is a single task); 0 trains in this process; n >= 1 starts n workers.
     scheduler: the address of a running Dask scheduler; cluster: a dask-jobqueue YAML file; client: a
     Dask client of your own (e.g. in a notebook), left open.
-    max_flow, max_discrete: the most runs of one task (None: `task_sizes()` of this machine's device)."""
+    max_flow, max_discrete: the most runs of one task (None: `task_sizes()` of this machine's device).
+    worker_timeout: seconds to wait for a first worker, or for one to come back after all were lost (None:
+    `cluster.WORKER_TIMEOUT_S` of the kind of cluster); dashboard_address: where the dashboard of a cluster
+    started here listens (None: 127.0.0.1 on a free port)."""
     started = time.perf_counter()
     runs = list(runs)
     out = SweepOutcome(runs, [None] * len(runs), {})
@@ -117,13 +130,23 @@ def run_sweep(runs: Sequence[RunSpec], store: RunStore, *, workers: int | None =
     bar = _bar(len(runs), out.reused, progress)
     if out.reused:
         say(f"{out.reused} of {len(runs)} runs already in {store.root / 'runs'}: loaded, not trained")
+    earlier = store.failures()
+    again = sum(1 for spec in todo if spec.key() in earlier)
+    if again:
+        say(f"{again} runs failed in an earlier attempt (their errors in {store.root / 'failed'}): trying them again")
 
     def finished(group: list[RunSpec], result) -> None:
+        if isinstance(result, ResourceError):
+            raise result  # a full disk on a worker: every further run would fail the same way
         if isinstance(result, BaseException):
             message = f"{type(result).__name__}: {result}"
             for spec in group:
                 out.errors[spec.key()] = message
                 log.line(spec, "error", 0.0, message)
+                try:
+                    store.save_failure(spec, message)
+                except OSError as exc:
+                    say(f"warning: the failure of {spec.key()} could not be recorded ({exc})")
         else:
             arrays, data, seconds, stored = result
             out.compute_s += seconds
@@ -141,7 +164,8 @@ def run_sweep(runs: Sequence[RunSpec], store: RunStore, *, workers: int | None =
     try:
         if groups:
             _execute(groups, finished, workers=workers, scheduler=scheduler, cluster=cluster, client=client, say=say,
-                     out=out, root=str(store.root.resolve()))
+                     out=out, root=str(store.root.resolve()), worker_timeout=worker_timeout,
+                     dashboard_address=dashboard_address)
     finally:
         bar.close()
         log.close()
@@ -159,17 +183,41 @@ def task_sizes() -> tuple[int, int]:
     return (1, 64) if jax.default_backend() == "cpu" else (64, 1024)
 
 
-def _execute(groups, finished, *, workers, scheduler, cluster, client, say, out: SweepOutcome, root: str) -> None:
+#: the clients a `cluster_scope` will close; None outside a scope (each sweep closes its own)
+_SCOPE: contextvars.ContextVar[list | None] = contextvars.ContextVar("implicitbias_cluster_scope", default=None)
+
+
+@contextlib.contextmanager
+def cluster_scope(warn: Callable[[str], None] = print):
+    """Clusters that sweeps start inside the block are closed when the block ends, not when their sweep ends:
+    the command line writes results.nc, the figures and the report first, so a cluster that fails to shut down
+    cannot cost them.  A failure to close is reported through `warn`, never raised."""
+    from implicitbias.sweeps import cluster as clusters
+
+    pending: list = []
+    token = _SCOPE.set(pending)
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+        for client in pending:
+            clusters.close(client, warn=warn)
+
+
+def _execute(groups, finished, *, workers, scheduler, cluster, client, say, out: SweepOutcome, root: str,
+             worker_timeout: float | None = None, dashboard_address: str | None = None) -> None:
     """Train the groups in this process or on Dask, calling `finished(group, result)` as each ends.  The
     workers of a LocalCluster started here share this machine's files and store their runs under `root`
     themselves; the workers of a scheduler or jobqueue cluster (whose file systems may differ) send them back."""
     from implicitbias.sweeps import cluster as clusters
 
-    own, local = client is None, False
+    own, local, kind = client is None, False, "scheduler"
+    address = dashboard_address or clusters.DASHBOARD_ADDRESS
     if client is not None:
         from distributed import LocalCluster
 
         local = isinstance(getattr(client, "cluster", None), LocalCluster)  # workers on this machine
+        kind = "local" if local else "scheduler"
     elif scheduler is None and cluster is None:
         import jax
 
@@ -182,42 +230,78 @@ def _execute(groups, finished, *, workers, scheduler, cluster, client, say, out:
             for group in groups:
                 finished(group, _call(train_task, [s.to_json() for s in group]))
             return
-        client = clusters.local_client(n)
+        client = clusters.local_client(n, dashboard_address=address)
         out.workers = n
-        local = True
+        local, kind = True, "local"
     elif cluster is not None:
-        client = clusters.jobqueue_client(cluster)
+        client = clusters.jobqueue_client(cluster, dashboard_address=address)
+        kind = "batch"
     else:
         client = clusters.connect(scheduler)
-    workers_now = len(client.scheduler_info().get("workers", {}))
-    where = f"dashboard {client.dashboard_link}" if _dashboard(client) else f"scheduler {client.scheduler.address}"
-    say(f"Dask: {len(groups)} tasks on {workers_now or 'pending'} workers; {where}")
-    from distributed import as_completed
-
+    timeout = clusters.WORKER_TIMEOUT_S[kind] if worker_timeout is None else worker_timeout
+    what = {"local": "the local Dask cluster", "scheduler": f"the Dask scheduler at {scheduler}",
+            "batch": f"the cluster of {cluster}"}[kind]
     futures = {}
     try:
+        clusters.wait_for_workers(client, timeout, what)
+        workers_now = len(client.scheduler_info().get("workers", {}))
+        where = f"dashboard {client.dashboard_link}" if _dashboard(client) else f"scheduler {client.scheduler.address}"
+        say(f"Dask: {len(groups)} tasks on {workers_now or 'pending'} workers; {where}")
+        # no retries: a task that raised raises again (its runs are recorded as failed); a task whose worker was
+        # lost is moved to another worker by the scheduler itself (distributed.scheduler.allowed-failures)
         for group in groups:
             future = client.submit(train_task, [s.to_json() for s in group], root if local else None,
-                                   key=f"train-{group[0].key()}-{len(group)}", pure=False, retries=1)
+                                   key=f"train-{group[0].key()}-{len(group)}", pure=False)
             futures[future] = group
-        for future in as_completed(list(futures)):
+        _gather(client, futures, finished, timeout, what)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            client.cancel(list(futures))
+        raise
+    finally:
+        if not out.workers:
+            with contextlib.suppress(Exception):
+                out.workers = len(client.scheduler_info().get("workers", {}))
+        if own:
+            scope = _SCOPE.get()
+            if scope is not None:
+                scope.append(client)
+            else:
+                clusters.close(client, warn=say)
+
+
+def _gather(client, futures: dict, finished, timeout: float, what: str) -> None:
+    """Hand each future's result to `finished` as it completes; raise ResourceError when the cluster has had no
+    worker for `timeout` seconds while tasks remain (jobs ended, nodes lost) instead of waiting forever."""
+    from distributed import as_completed
+
+    from implicitbias.sweeps import cluster as clusters
+
+    done = as_completed(list(futures))
+    checked, lost_since = time.monotonic(), None
+    while not done.is_empty():
+        batch = done.next_batch(block=False)
+        for future in batch:
             group = futures.pop(future)
             try:
                 result = future.result()
             except Exception as exc:  # noqa: BLE001 - one failed task never throws away the others
                 result = exc
             finished(group, result)
-    except KeyboardInterrupt:
-        say("interrupted: cancelling the running tasks and shutting the cluster down; finished runs are kept")
-        client.cancel(list(futures))
-        raise
-    finally:
-        if not out.workers:
-            out.workers = len(client.scheduler_info().get("workers", {}))
-        if own and scheduler is None:
-            clusters.close(client)
-        elif own:
-            client.close()
+        if batch:
+            continue
+        now = time.monotonic()
+        if now - checked >= 1.0:
+            checked = now
+            if client.nthreads():
+                lost_since = None
+            elif lost_since is None:
+                lost_since = now
+            elif now - lost_since > timeout:
+                raise ResourceError(f"{what} has had no worker for {timeout:g} s (--worker-timeout) with "
+                                    f"{len(futures)} tasks left{clusters.queue_state(client)}; the finished runs are "
+                                    "kept, rerun the same command to resume")
+        time.sleep(0.02)
 
 
 def _call(fn, *args):
@@ -246,11 +330,15 @@ class _Log:
     def line(self, spec: RunSpec, status: str, seconds: float, message: str = "") -> None:
         now = datetime.datetime.now().isoformat(timespec="seconds")
         extra = f" | {message}" if message else ""
-        self.file.write(f"{now} {status:<13} {seconds:8.2f} s  {spec.key()}  {spec.label()}{extra}\n")
-        self.file.flush()
+        try:  # the log only informs: a full disk is reported by the run files' writes, which matter
+            self.file.write(f"{now} {status:<13} {seconds:8.2f} s  {spec.key()}  {spec.label()}{extra}\n")
+            self.file.flush()
+        except OSError:
+            pass
 
     def close(self) -> None:
-        self.file.close()
+        with contextlib.suppress(OSError):
+            self.file.close()
 
 
 class _NoBar:

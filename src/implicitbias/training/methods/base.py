@@ -83,7 +83,7 @@ class DiscreteMethod(Method):
     #: the step sees a random part of the data: the loop then never stops on the (batch) loss
     stochastic: ClassVar[bool] = False
 
-    lr: pydantic.PositiveFloat = 0.01
+    lr: float = pydantic.Field(0.01, gt=0.0, allow_inf_nan=False)  # a finite, positive step size
 
     @abc.abstractmethod
     def optimizer(self, hp):
