@@ -12,6 +12,8 @@ A cell's results are an `xarray.Dataset` over (run, checkpoint) (see `implicitbi
 - `curve`, `final`, `initial`: a metric over (run, checkpoint), its last finite value, its first value;
 - `over_runs`: the verdict on the worst run of a cell (every theorem reports the worst case over runs);
 - `flag`: a verdict on a yes/no condition (an activation, a loss, the structure of the outer layer);
+- `extrapolated_limit`, `limit_verdict`: a limit y(t) -> y* read at finite time from the last value and the
+  extrapolation of y_inf + c / log t, held to the quantity's range (`RANGES`, `quantity_range`);
 - `run_labels`: a label per run of a `RunContext`.  Everything else about run r is read from its spec,
   `run.runs[r]`, and its data, `run.data[r]` (see `theorems.base.RunContext`).
 """
@@ -252,39 +254,109 @@ def fitted_loss_level(run, r: int) -> float:
 
 
 # -- finite-time readings of asymptotic claims (Frei et al., Kou et al.) ---------------------------------
-#: the approach rate of the limits of Theorem 3.2 and of Kou et al. (margin spread -> 1, srank -> 1, KKT
-#: residual -> 0): GD and GF on the logistic loss converge in direction like 1/log t (Soudry et al. 2018,
-#: Lyu & Li 2020: ||theta|| grows like log t while the part of theta off the limit direction stays O(1)),
-#: the slowest rate these theories allow, so a faster approach extrapolates to a limit below the target.
+#: the trend fitted to a quantity that converges to a limit (margin spread -> 1, srank -> its limit structure's,
+#: KKT residual -> 0, sigma_3/sigma_1 -> 0): GD and GF on the logistic loss converge in direction like 1/log t
+#: (Soudry et al. 2018, Lyu & Li 2020: ||theta|| grows like log t while the part of theta off the limit direction
+#: stays O(1)), the slowest approach these theories give (up to log log t factors).
 APPROACH = "y(t) = y_inf + c / log t"
+
+#: The range of every quantity whose limit is read by `limit_verdict`, keyed by the metric's name without its
+#: matrix prefix ("W.stable_rank" -> "stable_rank"): the values the quantity can take at all, so the values its
+#: limit can take. An extrapolation outside it is not a limit the run can reach.
+#: - margin_spread = max_i q_i / min_i q_i with every q_i > 0: >= 1;
+#: - stable_rank = ||W||_F^2 / ||W||_2^2 of a nonzero W: in [1, rank W] (the caller may pass min(m, d) as the top);
+#: - sigma2_ratio, sigma3_ratio = sigma_k / sigma_1: in [0, 1];
+#: - kkt_stationarity = min_(lambda >= 0) ||theta - sum_i lambda_i y_i grad f_i|| / ||theta|| (S10): in [0, 1]
+#:   (lambda = 0 gives 1).
+RANGES: dict[str, tuple[float, float]] = {
+    "margin_spread": (1.0, math.inf),
+    "stable_rank": (1.0, math.inf),
+    "sigma2_ratio": (0.0, 1.0),
+    "sigma3_ratio": (0.0, 1.0),
+    "kkt_stationarity": (0.0, 1.0),
+}
+
+
+def quantity_range(name: str) -> tuple[float, float]:
+    """The declared range (`RANGES`) of the recorded metric `name` ("W.stable_rank" is looked up as
+    "stable_rank"); a KeyError names the quantity when none is declared: every limit is held to its range."""
+    key = name.rsplit(".", 1)[-1]
+    if key not in RANGES:
+        raise KeyError(f"no range declared for the quantity {name!r}: add it to fitting.RANGES (the values it can "
+                       "take), or pass lo and hi")
+    return RANGES[key]
 
 
 @dataclasses.dataclass(frozen=True)
 class Limit:
-    """The fit y(t) = y_inf + c / log t on the late checkpoints of one run: the extrapolated limit y_inf,
-    its standard error se (from the residuals of the fit), the approach coefficient c, the last value."""
+    """The fit y(t) = y_inf + c / log t on the late checkpoints of one run: the extrapolated limit y_inf, its
+    standard error se (from the residuals of the fit), the approach coefficient c (> 0: falling, < 0: rising),
+    the last value, and the range [lo, hi] of the quantity.
+
+    What it says about the limit y* = lim y(t) (`bracket`): 1/log t is the slowest approach the theories give,
+    and a faster approach bends the curve towards its limit when plotted against 1/log t (y* + b t^-p =
+    y* + b exp(-p / u), u = 1/log t, is flat at u = 0), so the straight line through the late checkpoints
+    overshoots the limit: a falling run (c > 0) extrapolates below y*, a rising one above it, and a run still
+    moving fast overshoots by much. The extrapolation is therefore the far end of an interval whose near end is
+    the last value (the run has not turned back within the window): y* lies between the last value and
+    y_inf -+ 2 se, and within the range. The old reading took y_inf itself as an upper estimate of the limit of a
+    falling run; it is a lower one, so a run still falling fast passed whatever its last value.
+
+    `outside`: y_inf lies outside the range by more than 2 se: the trend is not the 1/log t approach to any
+    value the quantity can take, i.e. the run has not converged (in the fitted form); the interval is then
+    clipped to the range and the note says so."""
 
     y_inf: float
     se: float
     c: float
     last: float
+    lo: float = -math.inf
+    hi: float = math.inf
+
+    @property
+    def defined(self) -> bool:
+        return math.isfinite(self.y_inf) and math.isfinite(self.last)
+
+    @property
+    def outside(self) -> bool:
+        """y_inf is outside [lo, hi] by more than 2 se (an extrapolation the quantity cannot take)."""
+        se = self.se if math.isfinite(self.se) else 0.0
+        return self.defined and (self.y_inf + 2.0 * se < self.lo or self.y_inf - 2.0 * se > self.hi)
+
+    def bracket(self) -> tuple[float, float]:
+        """(lower, upper): the interval between the last value and y_inf -+ 2 se, clipped to [lo, hi]; the limit
+        lies in it (see the class docstring); (nan, nan) when the fit is undefined."""
+        if not self.defined:
+            return math.nan, math.nan
+        se = self.se if math.isfinite(self.se) else 0.0
+        lower = min(self.last, self.y_inf - 2.0 * se)
+        upper = max(self.last, self.y_inf + 2.0 * se)
+        clip = lambda v: min(max(v, self.lo), self.hi)  # noqa: E731
+        return clip(lower), clip(upper)
 
     def describe(self) -> str:
         if not math.isfinite(self.y_inf):
-            return "no late checkpoints to fit"
-        return (f"last value {self.last:.4g}; fit {APPROACH}: y_inf = {self.y_inf:.4g} +- {self.se:.2g}, "
-                f"c = {self.c:.3g}")
+            return "fewer than 2 checkpoints to fit"
+        lower, upper = self.bracket()
+        text = (f"last value {self.last:.4g}; fit {APPROACH}: y_inf = {self.y_inf:.4g} +- {self.se:.2g}, "
+                f"c = {self.c:.3g}; the limit lies in [{lower:.4g}, {upper:.4g}]")
+        if self.outside:
+            text += (f"; the extrapolation lies outside the range [{self.lo:g}, {self.hi:g}] of the quantity: not "
+                     "converged in the fitted form (still in a transient, or approaching faster than 1/log t), so the "
+                     "interval ends at the range's end and only the last value can decide")
+        return text
 
 
-def extrapolated_limit(time, y, keep=None) -> Limit:
+def extrapolated_limit(time, y, keep=None, *, lo: float = -math.inf, hi: float = math.inf) -> Limit:
     """Least-squares fit of y = y_inf + c / log t on the checkpoints `keep` (default: `late_window`) with
-    t > 1. se is the standard error of y_inf (residual variance over n - 2 degrees of freedom); with 2 points
-    it is 0 (an exact line), with fewer the limit is undefined (nan)."""
+    t > 1; [lo, hi]: the range of the quantity (`quantity_range`), which the `Limit` holds the extrapolation to.
+    se is the standard error of y_inf (residual variance over n - 2 degrees of freedom); with 2 points it is 0
+    (an exact line), with fewer the limit is undefined (nan). `last` is the last fitted value."""
     t, y = np.asarray(time, np.float64).ravel(), np.asarray(y, np.float64).ravel()
     keep = (late_window(t) if keep is None else np.asarray(keep, bool)) & (t > 1.0) & np.isfinite(y)
-    last = float(y[np.isfinite(y)][-1]) if np.isfinite(y).any() else math.nan
+    last = float(y[keep][-1]) if keep.any() else (float(y[np.isfinite(y)][-1]) if np.isfinite(y).any() else math.nan)
     if keep.sum() < 2:
-        return Limit(math.nan, math.nan, math.nan, last)
+        return Limit(math.nan, math.nan, math.nan, last, lo, hi)
     u, v = 1.0 / np.log(t[keep]), y[keep]
     A = np.stack([np.ones_like(u), u], axis=1)
     coef, *_ = np.linalg.lstsq(A, v, rcond=None)
@@ -294,7 +366,7 @@ def extrapolated_limit(time, y, keep=None) -> Limit:
         se = math.sqrt(s2 * float(np.linalg.inv(A.T @ A)[0, 0]))
     else:
         se = 0.0
-    return Limit(float(coef[0]), se, float(coef[1]), last)
+    return Limit(float(coef[0]), se, float(coef[1]), last, float(lo), float(hi))
 
 
 def asymptotic_window(run, r: int) -> np.ndarray:
@@ -316,47 +388,82 @@ def asymptotic_window(run, r: int) -> np.ndarray:
 
 
 def limit_verdict(theorem: str, run, statement: str, name: str, target, tol: float, *, window=None,
-                  values=None, extra=None) -> Verdict:
-    """A limit y(t) -> target read at finite time: the extrapolated limit y_inf (`extrapolated_limit`) of the
-    worst run must satisfy y_inf <= target + tol (`target`: a number or one per run). The quantities checked
-    this way are bounded below by their target (a ratio >= 1, a residual >= 0, srank >= its limit
-    structure's), so a limit extrapolated below the target means an approach faster than 1/log t, which is
-    consistent with the claim. The verdict holds when y_inf + 2 se <= bound and fails when y_inf - 2 se > bound
-    (se: the standard error of the extrapolation); in between it is `not_evaluated` (inconclusive), with the
-    numbers in the note.  A run approaching from below (c < 0: rising), whose last value is still within the
-    bound, cannot fail: 1/log t is the slowest approach the fit allows, so its y_inf is an upper estimate of
-    the limit, and the last value a lower one; with the bound between the two the verdict is inconclusive.
-    (Kou's ReLU srank rises to 2.408 over 5 10^4 GD steps on kou2023-rates full, below srank(W_inf) + 0.05 =
-    2.533, while the slowest-approach extrapolation gives 2.64.)
-    window(run, r): the checkpoints fitted (default: the last half, `late_window`); `values` (run,
-    checkpoint) replaces the recorded metric `name`; `extra`: a note per run."""
+                  values=None, extra=None, lo=None, hi=None) -> Verdict:
+    """A limit y(t) -> target read at finite time: the limit y* of every run must satisfy y* <= target + tol
+    (`target`: a number or one per run).
+
+    Per run, y* lies in the interval between the last fitted value and the extrapolation y_inf -+ 2 se of
+    y = y_inf + c / log t, clipped to the quantity's range [lo, hi] (`Limit.bracket`; the range: `lo`, `hi`, a
+    number or one per run, by default `quantity_range(name)`). The run holds when the whole interval is within
+    the bound, fails when the whole interval is above it, and is not_evaluated (not converged) when the interval
+    straddles the bound: the run is still above the bound and only the extrapolation says it will come within
+    it, or still within it and only the extrapolation says it will leave. An extrapolation outside the range
+    (`Limit.outside`) is a run that has not converged in the fitted form; the note says so. None of the limits
+    read this way comes with a rate or a time in its theorem (Frei et al.'s Theorem 3.2 describes the limit of
+    gradient flow, Kou et al. state srank -> 1 and spread -> 1 without a time), so a run that has not converged
+    is not_evaluated, never failed.
+
+    The cell's verdict is the worst run's: any run failing fails the cell (the run with the largest excess of
+    its interval's lower end over the bound is shown); else any run not converged, or with no fit, makes it
+    not_evaluated (the first such run in order of excess is shown, and the note names every one); else it
+    holds (the run with the least slack is shown). The measured value is the interval's upper end (lower end
+    for a failing run). (Kou's ReLU srank on kou2023-rates --quick ends at 2.434, falling, with the limit
+    structure's 2.313 + 0.05 as the bound: the old reading passed it on y_inf = 2.169.)
+    window(run, r): the checkpoints fitted (default: the last half, `late_window`); `values` (run, checkpoint)
+    replaces the recorded metric `name`; `extra`: a note per run."""
     res = run.results
     y, time = (curve(res, name) if values is None else values), curve(res, "time")
-    bound = np.broadcast_to(np.asarray(target, np.float64) + tol, (run.n_runs,))
-    full = f"{statement}: extrapolated limit of {APPROACH} <= limit + {tol:g}"
+    n = run.n_runs
+    bound = np.broadcast_to(np.asarray(target, np.float64) + tol, (n,))
+    if lo is None or hi is None:
+        dlo, dhi = quantity_range(name)
+        lo, hi = (dlo if lo is None else lo), (dhi if hi is None else hi)
+    lo, hi = np.broadcast_to(np.asarray(lo, np.float64), (n,)), np.broadcast_to(np.asarray(hi, np.float64), (n,))
+    full = (f"{statement}: limit (between the last value and the extrapolated y_inf of {APPROACH}, +- 2 se, within "
+            f"the quantity's range) <= limit + {tol:g}")
     if y is None or time is None:
         return over_runs(theorem, "prediction", full, None, "<=", bound)
-    fits = [extrapolated_limit(time[r], y[r], None if window is None else window(run, r))
-            for r in range(run.n_runs)]
-    notes = [f.describe() + (f"; {extra[r]}" if extra is not None and extra[r] else "")
-             for r, f in enumerate(fits)]
+    labels = run_labels(run)
+    fits = [extrapolated_limit(time[r], y[r], None if window is None else window(run, r), lo=lo[r], hi=hi[r])
+            for r in range(n)]
+    notes = [f.describe() + (f"; {extra[r]}" if extra is not None and extra[r] else "") for r, f in enumerate(fits)]
+    brackets = [f.bracket() for f in fits]
+    outcome = []
+    for (lower, upper), b in zip(brackets, bound):
+        if not (math.isfinite(lower) and math.isfinite(b)):
+            outcome.append("undefined")
+        else:
+            outcome.append("holds" if upper <= b else "fails" if lower > b else "open")
     where = "from the first checkpoint with L < l(0)/n" if window is asymptotic_window else "late checkpoints"
-    v = over_runs(theorem, "prediction", full, [f.y_inf for f in fits], "<=", bound, where=where,
-                  labels=run_labels(run), run_notes=notes)
-    wide = [r for r, f in enumerate(fits)
-            if math.isfinite(f.se) and f.y_inf - 2.0 * f.se <= bound[r] < f.y_inf + 2.0 * f.se]
-    if wide and v.outcome in ("holds", "fails"):
-        v = dataclasses.replace(v, outcome="not_evaluated", note=v.note + (
-            "; inconclusive: y_inf +- 2 se straddles the bound on " + ", ".join(run_labels(run)[r] for r in wide)))
-    if v.outcome == "fails":
-        above = [r for r, f in enumerate(fits) if f.y_inf - 2.0 * (f.se if math.isfinite(f.se) else 0.0) > bound[r]]
-        rising = [r for r in above if fits[r].c < 0 and fits[r].last <= bound[r]]
-        if above and len(rising) == len(above):
-            v = dataclasses.replace(v, outcome="not_evaluated", note=v.note + (
-                "; inconclusive: rising towards the limit (c < 0) and still within the bound at the last checkpoint "
-                "on " + ", ".join(run_labels(run)[r] for r in rising) + "; only the slowest-approach (1/log t) "
-                "extrapolation exceeds it"))
-    return v
+
+    def pick(which, key):
+        rs = [r for r in range(n) if outcome[r] == which]
+        return max(rs, key=key) if rs else None
+
+    failing = pick("fails", lambda r: brackets[r][0] - bound[r])
+    open_ = [r for r in range(n) if outcome[r] == "open"]
+    undefined = [r for r in range(n) if outcome[r] == "undefined"]
+    if failing is not None:
+        r, result, measured = failing, "fails", brackets[failing][0]
+        tail = "the whole interval is above the bound"
+    elif open_ or undefined:
+        r = max(open_, key=lambda k: brackets[k][1] - bound[k]) if open_ else undefined[0]
+        result, measured = "not_evaluated", brackets[r][1]
+        parts = []
+        if open_:
+            parts.append("not converged: the interval holding the limit straddles the bound on "
+                         + ", ".join(labels[k] for k in open_))
+        if undefined:
+            parts.append("no fit (fewer than 2 checkpoints, or no value) on " + ", ".join(labels[k] for k in undefined))
+        tail = "; ".join(parts)
+    else:
+        r = pick("holds", lambda k: brackets[k][1] - bound[k])
+        result, measured, tail = "holds", brackets[r][1], "the whole interval is within the bound"
+    what = f"worst of {n} runs ({labels[r]}) {where}" if n > 1 else where
+    note = _join(what, notes[r], tail)
+    m = float(measured) if math.isfinite(measured) else None
+    b = float(bound[r]) if math.isfinite(bound[r]) else None
+    return Verdict(theorem, "prediction", full, m, "<=", b, result, note)
 
 
 def why_missing(values, notes) -> str:

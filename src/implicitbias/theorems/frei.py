@@ -192,10 +192,13 @@ class FreiTheorem32(Theorem):
     (2) is a global optimum, (3) rank <= 2, (4) a linear decision boundary sign f(x) = sign <z, x>, z = W^T a,
     (5) an approximately max-margin z. The predictions are about the limit; how each is read at finite time:
 
-    (1), (2) KKT residual, (3) sigma_3/sigma_1 and stable rank: limits, read as the extrapolated limit of the
-        trend y = y_inf + c / log t fitted on the checkpoints from the first with L < l(0)/n on
-        (`limit_verdict`: holds when y_inf + 2 se <= target + tol, fails when y_inf - 2 se > target + tol,
-        inconclusive in between), never the last value.
+    (1), (2) KKT residual, (3) sigma_3/sigma_1 and stable rank: limits, read from the checkpoints from the
+        first with L < l(0)/n on (`fitting.limit_verdict`): the limit lies between the last value and the
+        extrapolation y_inf -+ 2 se of the trend y = y_inf + c / log t, within the quantity's range (spread >= 1,
+        residual and sigma_3/sigma_1 in [0, 1], srank in [1, min(m, d)]); holds when that whole interval is
+        within target + tol, fails when it is above, and a run whose interval straddles the bound has not
+        converged: not_evaluated (the theorem describes the limit of gradient flow and gives no time by which
+        it is reached).
     spread_tol: (1) extrapolated limit of max_i q_i / min_i q_i <= 1 + spread_tol (default 0.05, ours).
     kkt_tol: (2) extrapolated limit of the KKT stationarity residual of S10 <= kkt_tol (default 0.05, ours).
         Global optimality is what the theorem adds for KKT points.
@@ -268,10 +271,11 @@ class FreiTheorem32(Theorem):
         """srank <= 2 says something only where a matrix of the shape can exceed 2: min(m, d) > 2 + srank_tol."""
         W = run.results["theta.W"].values if "theta.W" in run.results else None
         s0 = initial(run.results, "W.stable_rank")
-        v = limit("(3) rank(W) <= 2: stable rank ||W||_F^2 / ||W||_2^2 <= 2", "W.stable_rank", 2.0, self.srank_tol)
+        room = min(W.shape[-2:]) if W is not None else math.inf
+        v = limit("(3) rank(W) <= 2: stable rank ||W||_F^2 / ||W||_2^2 <= 2", "W.stable_rank", 2.0, self.srank_tol,
+                  hi=room)
         if W is None:
             return v
-        room = min(W.shape[-2:])
         note = f"any {W.shape[-2]} x {W.shape[-1]} matrix has srank <= {room}" + (
             "" if s0 is None else f"; srank at init up to {np.nanmax(s0):.4g}")
         if room <= 2.0 + self.srank_tol:

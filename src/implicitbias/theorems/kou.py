@@ -11,9 +11,10 @@ apply; with fewer than 4 such checkpoints the rates are `not_evaluated`):
 - ||W||_F = Theta(log t): the Box-Cox exponent q of ||W||_F = a + b (t^q - 1)/q (`frei.growth_exponent`) must
   satisfy |q| <= q_tol. Logarithmic growth has q = 0 at every t; a power law c t^p has q = p.
 - L = Theta(1/t): the fitted slope s of log L against log t must satisfy |s + 1| <= loss_slope_tol.
-- srank(W) -> its limit and max_i q_i / min_i q_i -> 1: the limit extrapolated from the fit
-  y = y_inf + c / log t (`frei.limit_verdict`), never the last value, so one tolerance serves a short and a
-  long run alike.
+- srank(W) -> its limit and max_i q_i / min_i q_i -> 1: the limit lies between the last value and the
+  extrapolation of the fit y = y_inf + c / log t, within the quantity's range (`fitting.limit_verdict`); the
+  claim holds when that interval is within the bound, fails when it is above it, and is not_evaluated (not
+  converged) when it straddles the bound: Kou et al. give no time by which the limits are reached.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class KouTheorem(Theorem):
     C: the paper's "sufficiently large" absolute constant of the data condition; default 3 (ours; the
         Frei et al. Theorem 3.2 constant at gamma = 1, so that the two conditions compare).
     srank_tol: srank(W) -> the srank of the limit structure W_inf (`limit_structure`, computed from the
-        activation pattern of the stored W and the data): extrapolated limit <= srank(W_inf) + srank_tol.
+        activation pattern of the stored W and the data): limit <= srank(W_inf) + srank_tol.
         For leaky ReLU Kou et al. state the limit 1; the structure gives 2 (1 + gamma^2)/(1 + gamma)^2 on
         orthogonal data, which is 1 only at gamma = 1, and the note shows both. For ReLU srank(W_inf) is 2
         when every neuron is active on all points of its sign (the paper's "about 2") and at most n; it
@@ -89,7 +90,7 @@ class KouTheorem(Theorem):
         the nearest wrong rate t^-0.75 (midpoint rule). The finite-t corrections Theta(1/t) allows,
         L ~ 1 / (gamma_bar(t)^2 t) with gamma_bar(t) approaching its limit like 1/log t, move s by about
         2 / log^2 t, <= 0.05 once t >= 10^3.
-    spread_tol: extrapolated limit of max_i q_i / min_i q_i <= 1 + spread_tol (default 0.05, ours).
+    spread_tol: limit of max_i q_i / min_i q_i <= 1 + spread_tol (default 0.05, ours).
     Time is t = lr k for GD (the x axis of the fits); the exponents do not depend on lr.
     """
 
@@ -155,6 +156,7 @@ class KouTheorem(Theorem):
             gamma = 0.0 if relu else float(getattr(run.runs[r].model, "gamma", math.nan))
             if W is None or a is None:
                 targets.append(math.nan)
+                notes.append("theta.W or const.a not stored")
                 continue
             ds = run.data[r]
             targets.append(_srank(limit_structure(np.asarray(W, np.float64), a, ds.X, ds.y, gamma)))
@@ -164,8 +166,10 @@ class KouTheorem(Theorem):
         what = ("ReLU: srank(W) bounded by a constant, the srank of the limit structure W_inf (2 when every "
                 "neuron is active on all points of its sign)" if relu else
                 "leaky ReLU: srank(W) -> the srank of the limit structure W_inf (Kou et al.: 1)")
+        W = run.results["theta.W"] if "theta.W" in run.results else None
+        room = min(W.shape[-2:]) if W is not None else math.inf  # srank <= rank W <= min(m, d)
         return limit_verdict(self.title, run, what, "W.stable_rank", targets, self.srank_tol,
-                             window=asymptotic_window, extra=notes)
+                             window=asymptotic_window, extra=notes, hi=room)
 
     def _norm_rate(self, run) -> Verdict:
         qs, notes = self._fit(run, "W.frobenius", lambda t, y: growth_exponent(t, y, 1.0))
