@@ -2,8 +2,8 @@
 with (SCIENCE.md S1 prediction 5, S4-S9, S11, S12). Plain NumPy/SciPy/cvxpy, run on the host.
 
 - max-margin classifiers (`svm`): the l2 hard-margin SVM with a KKT certificate, the l1 max-margin LP;
-- interpolators (`interpolators`): min-l2 (from w0), min-l1, Woodworth et al.'s Q_alpha, min nuclear norm,
-  the minimum-norm ReLU neuron;
+- interpolators (`interpolators`): min-l2 (from w0), min-l1, Woodworth et al.'s Q_alpha, min nuclear norm
+  (ADMM with a certified duality gap at large sizes, `nuclear_norm`), the minimum-norm ReLU neuron;
 - two-layer ReLU networks (`two_layer_min_norm`): the exact min-||theta||^2 interpolator (Pilanci & Ergen
   2020), Boursier et al.'s orthogonal closed form, the rank-1 norm and the lower bound of S11;
 - Chistikov et al.'s measurement M and the Z-matrix condition (`chistikov_m`);
