@@ -17,13 +17,24 @@ converges polynomially fast (O(log t / sqrt t) for the exponential loss) instead
 
 Rates are read off the late, log-spaced checkpoints (the last `late_fraction` of them) at time t = lr k. Fitted
 exponents of (log t)^-p are unreliable at finite t (shifting t by a factor lr, or the transient of rho(t), moves
-them by O(1 / log t)), so the 1/log t rates are checked through quantities that must stay bounded or converge:
-the exponent of the gaps against ||w(t)|| (`gap_exponent`) and, where Theorem 3 determines it, the limit of
-angle gap x ||w(t)||, ||P w_tilde||.
+them by O(1 / log t)), so the 1/log t rates are read against ||w(t)|| = ||w_hat|| log t + O(1): the exponent q of
+gap ~ ||w||^-q (`gap_fit`) is judged against q = 1 and its nearest wrong rates (`fitting.rate_verdict`): q = 0 (no
+decay: the direction converges elsewhere) and q = 2 (1/log^2 t: P w_tilde = 0); a polynomial rate t^-p shows as
+q = p log t, far above 2. For almost every data set the residual rho(t) is bounded (Theorem 3), so the gaps are
+Theta(1/log t) (q = 1) whether or not the support vectors span the data; only a measure-zero set of data sets
+(a support vector with alpha_j = 0) has the O(log log t / log t) of eq. (8).
+
+The limit: where Theorem 3 determines it (`soudry_w_tilde`), angle gap x ||w(t)|| = ||P rho(t)|| (1 + O(gap^2)) ->
+||P w_tilde||. Linearising the exponential tail around w_tilde, rho(t) - w_tilde decays like t^-nu with
+nu = min(lambda_min(M), theta_min - 1, 1) (`residual_rate`): M = sum_j alpha_j a_j a_j^T on the span of the support
+constraints (d(rho - w_tilde)/dt = -M (rho - w_tilde) / t), theta_min - 1 the decay of the nearest constraint off the
+support, 1 the logistic tail's and the step's O(1/t). The limit is extrapolated along y = y_inf + c t^-nu
+(`extrapolate`), with its uncertainty.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import ClassVar
@@ -32,7 +43,17 @@ import numpy as np
 import pydantic
 
 from implicitbias.theorems.base import Theorem, Verdict
-from implicitbias.theorems.fitting import curve, fitted_slope, flag, late_window, over_runs, run_labels
+from implicitbias.theorems.fitting import (
+    LineFit,
+    curve,
+    fitted_slope,
+    flag,
+    late_window,
+    linear_fit,
+    over_runs,
+    rate_verdict,
+    run_labels,
+)
 from implicitbias.theorems.frei import loss_verdict
 
 #: sup_q l''(q) of the logistic loss (the smoothness constant beta_l of Soudry et al., Assumption 2)
@@ -197,21 +218,106 @@ def power_rate(time, values, window) -> tuple[float, float]:
         return fitted_slope(np.log(t[keep]), np.log(g[keep]))
 
 
-def gap_exponent(time, gap, norm, window) -> tuple[float, str]:
-    """q of gap ~ ||w||^-q over the fit window: minus the fitted slope of log gap against log ||w|| (t > 1).
+def gap_fit(time, gap, norm, window) -> tuple[LineFit, str]:
+    """The line log gap ~ -q log ||w|| + b over the fit window (t > 1, gap > 0): its slope is -q.
 
-    Theorem 3 gives gap = O(1/log t) = O(1/||w||) (||w|| ~ ||w_hat|| log t): q = 1, while a gap that does not
-    decay has q = 0; the checks require q >= 1 - rate_tol (1/2: half way). Reading the rate against ||w|| rather
-    than log t removes the offset of log t (the clock t = lr k, the intercept of ||w||), which biases exponents
-    fitted against log log t at finite t."""
+    Theorem 3 gives gap = Theta(1/log t) = Theta(1/||w||) (||w|| ~ ||w_hat|| log t): q = 1. Reading the rate against
+    ||w|| rather than log t removes the offset of log t (the clock t = lr k, the intercept of ||w||), which biases
+    exponents fitted against log log t at finite t. Returns the fit (slope = -q) and a note with the span of the data."""
     if gap is None:
-        return math.nan, "not recorded"
+        return linear_fit([], []), "not recorded"
     t, g, w = (np.asarray(a, dtype=np.float64) for a in (time, gap, norm))
     keep = window & (t > 1.0) & (g > 0) & (w > 0)
-    slope, r2 = fitted_slope(np.log(w[keep]), np.log(g[keep]))
+    fit = linear_fit(np.log(w[keep]), np.log(g[keep]))
     idx = np.flatnonzero(keep)
-    span = f"{g[idx[0]]:.4g} -> {g[idx[-1]]:.4g} while ||w|| {w[idx[0]]:.4g} -> {w[idx[-1]]:.4g}" if idx.size else ""
-    return -slope, f"q = {-slope:.3g} (R^2 {r2:.3g}); gap {span}"
+    span = f"gap {g[idx[0]]:.4g} -> {g[idx[-1]]:.4g} while ||w|| {w[idx[0]]:.4g} -> {w[idx[-1]]:.4g}" if idx.size else ""
+    return fit, span
+
+
+def negated(fit: LineFit) -> LineFit:
+    """The same line with the sign of its slope flipped (an exponent q read off a slope -q)."""
+    return dataclasses.replace(fit, slope=-fit.slope)
+
+
+def rate_over_runs(theorem: str, statement: str, fits, predicted, competitors, labels, notes) -> Verdict:
+    """`fitting.rate_verdict` on every run (an exponent per run, its predicted value and wrong competitors per
+    run), reported on the worst run: the first that fails, else the first inconclusive (not_evaluated), else the
+    run whose confidence interval comes nearest an end of its accepted interval."""
+    verdicts = [rate_verdict(theorem, statement, f, p, c, note=f"{labels[r]}; {notes[r]}" if len(fits) > 1 else notes[r])
+                for r, (f, p, c) in enumerate(zip(fits, predicted, competitors))]
+    if not verdicts:
+        return Verdict(theorem, "prediction", statement, None, "~", None, "not_evaluated", "no runs")
+    for outcome in ("fails", "not_evaluated"):
+        found = [v for v in verdicts if v.outcome == outcome]
+        if found:
+            return found[0]
+
+    def slack(r):
+        lo, hi = fits[r].interval()
+        return min(lo - (predicted[r] + max([c for c in competitors[r] if c < predicted[r]], default=-math.inf)) / 2,
+                   (predicted[r] + min([c for c in competitors[r] if c > predicted[r]], default=math.inf)) / 2 - hi)
+
+    return verdicts[min(range(len(verdicts)), key=slack)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Extrapolation:
+    """y = y_inf + c x fitted by least squares over a window where x -> 0 as t -> infinity (x = t^-nu, ||w||^-q):
+    y_inf with the standard error of the intercept (`se_fit`, residuals over n - 2 degrees of freedom) and the
+    difference `drift` of the intercepts fitted on the first and the second half of the window (the part of the
+    approach the one-term model does not describe); the uncertainty is se = sqrt(se_fit^2 + drift^2)."""
+
+    y_inf: float
+    se_fit: float
+    drift: float
+    last: float
+    n: int
+
+    @property
+    def se(self) -> float:
+        return math.hypot(self.se_fit, self.drift)
+
+    def describe(self) -> str:
+        return (f"extrapolated limit {self.y_inf:.5g} +- {self.se:.2g} (fit SE {self.se_fit:.2g}, first-half vs "
+                f"second-half drift {self.drift:.2g}, n = {self.n}); last value {self.last:.5g}")
+
+
+def _intercept(x, y) -> tuple[float, float]:
+    A = np.stack([np.ones_like(x), x], axis=1)
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    dof = y.size - 2
+    if dof < 1:
+        return float(coef[0]), math.nan
+    s2 = float(np.sum((y - A @ coef) ** 2)) / dof
+    return float(coef[0]), math.sqrt(s2 * float(np.linalg.inv(A.T @ A)[0, 0]))
+
+
+def extrapolate(x, y) -> Extrapolation:
+    """`Extrapolation` of y = y_inf + c x over the finite pairs (x, y) in time order; nan with fewer than 5 pairs
+    (each half needs 3 points for its own intercept and the whole fit a residual)."""
+    x, y = np.asarray(x, np.float64).ravel(), np.asarray(y, np.float64).ravel()
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    last = float(y[-1]) if y.size else math.nan
+    if y.size < 5:
+        return Extrapolation(math.nan, math.nan, math.nan, last, int(y.size))
+    y_inf, se = _intercept(x, y)
+    h = y.size // 2
+    first, second = _intercept(x[: h + 1], y[: h + 1])[0], _intercept(x[h:], y[h:])[0]
+    return Extrapolation(y_inf, se, abs(first - second), last, int(y.size))
+
+
+def residual_rate(run, r: int, svm) -> tuple[float, str]:
+    """nu = min(lambda_min(M), theta_min - 1, 1): the slowest rate t^-nu at which rho(t) -> w_tilde (module
+    docstring). M = sum_j alpha_j a_j a_j^T over the support constraints, its smallest eigenvalue on their span."""
+    A, lam = constraint_system(run, r, svm)
+    S = lam > 1e-8 * lam.max()
+    M = (A[S].T * lam[S]) @ A[S]
+    ev = np.linalg.eigvalsh(M)
+    ev = ev[ev > 1e-9 * ev.max()]
+    theta, _ = nonsupport_weight(run, r, svm, 1.0)
+    nu = min(float(ev.min()), theta - 1.0, 1.0)
+    return nu, f"nu = min(lambda_min(M) = {ev.min():.3g}, theta_min - 1 = {theta - 1:.3g}, 1) = {nu:.3g}"
 
 
 def margin_gap(results, run, cache) -> np.ndarray:
@@ -280,37 +386,54 @@ class _LogRates(_SeparableLinear):
 
     Rates (every exponentially tailed case): ||w|| against log t has slope -> ||w_hat|| (|ratio - 1| <=
     norm_slope_rtol, default 0.25: the finite window still sees rho(t) move) and is linear (R^2 >= r2_min, 0.98);
-    log L against log t has slope -1 (+- loss_slope_tol, 0.25); the angle and margin gaps decay at least like
-    1/log t, i.e. like 1/||w|| (`gap_exponent`: q >= 1 - rate_tol, rate_tol = 1/2; on degenerate data, whose support
-    vectors do not span the data, Theorem 3 gives only O(log log t / log t) and q > 0 is checked).
+    log L against log t has slope -1 (+- loss_slope_tol, 0.25); the angle and margin gaps are Theta(1/log t) =
+    Theta(1/||w||): the exponent q of gap ~ ||w||^-q (`gap_fit`) is judged by `fitting.rate_verdict` against
+    q = 1 and its nearest wrong rates 0 (no decay) and 2 (1/log^2 t): holds when its 95% confidence interval lies
+    inside (1/2, 3/2), fails when it lies outside, inconclusive otherwise. A direction error falling like t^-p
+    has q = p log t (||w|| ~ ||w_hat|| log t), which fails once log t > 3 / (2p). Where Theorem 3 determines
+    w_tilde and P w_tilde = 0 (w_tilde along w_hat), the gaps are Theta(1/log^2 t): predicted q = 2, competitors
+    1 and 3.
 
     Limits (`sharp`, GD): w(t) - w_hat log t -> w_tilde, the solution on the support vectors of
     n alpha_j exp(-<a_j, w_tilde>) = 1 (a_j = y_j x_j, alpha the SVM multipliers; Theorem 3 in our 1/n, t = lr k
-    convention). Hence t L(w(t)) -> sum_j alpha_j = ||w_hat||^2, and the angle gap times ||w(t)|| -> ||P w_tilde||,
-    P the projection orthogonal to w_hat: the gap decays exactly like 1/log t and "angle gap x log t levels off"
-    at ||P w_tilde|| / ||w_hat||. w_tilde is determined (and compared) when the support vectors span the data
-    (rank a_S = rank of all a_j) and w(0) = 0; both limits are checked to a relative `limit_rtol` (default 0.1:
-    the residual w - w_hat log t - w_tilde still decays).
+    convention). Hence t L(w(t)) -> sum_j alpha_j = ||w_hat||^2 (read at the last checkpoint once the constraints
+    off the support weigh less than limit_rtol / 2), and angle gap x ||w(t)|| -> ||P w_tilde||, P the projection
+    orthogonal to w_hat: its limit is extrapolated along y_inf + c t^-nu (`residual_rate`, `extrapolate`) and
+    compared with ||P w_tilde||: holds when |y_inf / ||P w_tilde|| - 1| + 2 se / ||P w_tilde|| <= limit_rtol,
+    fails when |y_inf / ||P w_tilde|| - 1| - 2 se / ||P w_tilde|| > limit_rtol (default 0.1: the modes faster
+    than t^-nu that the one-term extrapolation leaves out), inconclusive in between. w_tilde is determined when
+    the support vectors span the data (rank a_S = rank of all a_j) and w(0) = 0.
     """
 
     norm_slope_rtol: float = pydantic.Field(0.25, gt=0.0)
     r2_min: float = pydantic.Field(0.98, ge=0.0, le=1.0)
     loss_slope_tol: float = pydantic.Field(0.25, gt=0.0)
-    rate_tol: float = pydantic.Field(0.5, gt=0.0, lt=1.0)
     limit_rtol: float = pydantic.Field(0.1, gt=0.0)
 
     sharp: ClassVar[bool] = True
 
     def predictions(self, run) -> list[Verdict]:
-        res, cache = run.results, {}
-        over = functools.partial(over_runs, self.title, "prediction", labels=run_labels(run),
-                                 where=f"over the last {self.late_fraction:g} of the checkpoints")
+        res, cache, labels = run.results, {}, run_labels(run)
+        late = f"over the last {self.late_fraction:g} of the checkpoints"
+        over = functools.partial(over_runs, self.title, "prediction", labels=labels, where=late)
         time, norm, loss = curve(res, "time"), curve(res, "param_norm"), curve(res, "loss")
         gap, mgap = angle_gaps(run, cache), margin_gap(res, run, cache)
+        angle_statement = ("angle gap ||w/||w|| - w_hat/||w_hat|| || = Theta(1/log t) = Theta(1/||w||): fitted q of gap ~ "
+                           "||w||^-q against 1 (wrong rates: 0, no decay; 2, 1/log^2 t)")
+        margin_statement = ("margin gap (gamma_hat - gamma(w))/gamma_hat = Theta(1/log t) = Theta(1/||w||): fitted q of "
+                            "gap ~ ||w||^-q against 1 (wrong rates: 0, no decay; 2, 1/log^2 t)")
+        limit_statement = ("angle gap x ||w(t)|| -> ||P w_tilde|| (the gap is ||P w_tilde|| / (||w_hat|| log t)): "
+                           "extrapolated limit y_inf of y_inf + c t^-nu, |y_inf / ||P w_tilde|| - 1|")
         if time is None or norm is None or loss is None:
-            return [over(s, None, "<=", 0.0) for s in ("norm", "loss", "angle", "margin")]
-        rows = {k: [] for k in ("ratio", "r2", "loss", "tL", "p_angle", "limit", "p_margin", "q_min")}
+            out = [over(s, None, "<=", 0.0) for s in ("norm", "loss")]
+            out += [Verdict(self.title, "prediction", s, None, "~", 1.0, "not_evaluated", "time, ||w|| or loss not recorded")
+                    for s in (angle_statement, margin_statement)]
+            return out
+        rows = {k: [] for k in ("ratio", "r2", "loss", "tL")}
         notes = {k: [] for k in rows}
+        fits = {"angle": [], "margin": []}
+        fit_notes = {"angle": [], "margin": []}
+        predicted, competitors, limits = [], [], []
         for r in range(run.n_runs):
             window = late_window(time[r], self.late_fraction)
             svm = svm_of(run, r, cache)
@@ -325,41 +448,39 @@ class _LogRates(_SeparableLinear):
             reached, why = self._limits_reached(run, r, svm, time[r][-1])
             rows["tL"].append(abs(tL / w_hat**2 - 1.0) if reached else math.nan)
             notes["tL"].append(f"t L = {tL:.5g} at t = {time[r][-1]:.4g}, ||w_hat||^2 = {w_hat ** 2:.5g}; {why}")
-            degenerate = svm is not None and soudry_w_tilde(run, r, svm) is None
-            rows["q_min"].append(1e-12 if degenerate else 1.0 - self.rate_tol)
-            for key, g in (("p_angle", gap), ("p_margin", mgap)):
-                q, note = gap_exponent(time[r], g[r] if g is not None else None, norm[r], window)
-                rows[key].append(q)
-                notes[key].append(note + ("; degenerate data (the support vectors do not span the data): Theorem 3 "
-                                          "gives only O(log log t / log t), checked as q > 0" if degenerate else ""))
-            limit, note = self._limit(run, r, svm, gap, norm)
-            rows["limit"].append(limit if reached else math.nan)
-            notes["limit"].append(f"{note}; {why}")
+            p_w_tilde = self._p_w_tilde(run, r, svm)
+            flat = p_w_tilde is not None and p_w_tilde[0] <= 1e-8 * max(p_w_tilde[1], 1.0)
+            predicted.append(2.0 if flat else 1.0)
+            competitors.append((1.0, 3.0) if flat else (0.0, 2.0))
+            extra = "; P w_tilde = 0 (w_tilde along w_hat): the gaps are Theta(1/log^2 t)" if flat else ""
+            for key, g in (("angle", gap), ("margin", mgap)):
+                fit, note = gap_fit(time[r], g[r] if g is not None else None, norm[r], window)
+                fits[key].append(negated(fit))
+                fit_notes[key].append(note + extra)
+            limits.append(self._limit(run, r, svm, gap, norm, time, window, p_w_tilde))
         out = [
             over("||w(t)|| grows like ||w_hat|| log t: |fitted slope of ||w|| against log t / ||w_hat|| - 1|",
                  rows["ratio"], "<=", self.norm_slope_rtol, run_notes=notes["ratio"]),
             over("||w(t)|| is linear in log t: R^2 of the fit", rows["r2"], ">=", self.r2_min, run_notes=notes["ratio"]),
             over("L(w(t)) = Theta(1/t): |slope of log L against log t - (-1)|", rows["loss"], "<=",
                  self.loss_slope_tol, run_notes=notes["loss"]),
-            over("angle gap ||w/||w|| - w_hat/||w_hat|| || = O(1/log t) = O(1/||w||): fitted q of gap ~ ||w||^-q",
-                 rows["p_angle"], ">=", rows["q_min"], run_notes=notes["p_angle"]),
-            over("margin gap (gamma_hat - gamma(w))/gamma_hat = O(1/log t) = O(1/||w||): fitted q of gap ~ ||w||^-q",
-                 rows["p_margin"], ">=", rows["q_min"], run_notes=notes["p_margin"]),
+            rate_over_runs(self.title, angle_statement, fits["angle"], predicted, competitors, labels,
+                           [f"{late}; {n}" for n in fit_notes["angle"]]),
+            rate_over_runs(self.title, margin_statement, fits["margin"], predicted, competitors, labels,
+                           [f"{late}; {n}" for n in fit_notes["margin"]]),
         ]
         if self.sharp:
-            why = lambda k: "" if np.isfinite(rows[k]).any() else notes[k][0]  # the reason, when no run has a value
+            why = "" if np.isfinite(rows["tL"]).any() else notes["tL"][0]  # the reason, when no run has a value
             out += [
                 over("t L(w(t)) -> ||w_hat||^2 = sum_j alpha_j: |t L / ||w_hat||^2 - 1|", rows["tL"], "<=",
-                     self.limit_rtol, where="at the last checkpoint", run_notes=notes["tL"], note=why("tL")),
-                over("angle gap x ||w(t)|| -> ||P w_tilde|| (the gap is ||P w_tilde|| / (||w_hat|| log t)): "
-                     "|ratio - 1|", rows["limit"], "<=", self.limit_rtol, where="at the last checkpoint",
-                     run_notes=notes["limit"], note=why("limit")),
+                     self.limit_rtol, where="at the last checkpoint", run_notes=notes["tL"], note=why),
+                self._limit_verdict(limit_statement, limits, labels),
             ]
         return out
 
     def _limits_reached(self, run, r, svm, t) -> tuple[bool, str]:
-        """The limits are read at the last checkpoint only once the constraints off the support weigh less than
-        limit_rtol / 2 there (`nonsupport_weight`); otherwise they are not evaluated (the run is too short for them,
+        """t L is read at the last checkpoint only once the constraints off the support weigh less than
+        limit_rtol / 2 there (`nonsupport_weight`); otherwise it is not evaluated (the run is too short for it,
         which is no failure of the theorem)."""
         if svm is None:
             return False, "no SVM"
@@ -369,18 +490,59 @@ class _LogRates(_SeparableLinear):
             f"closest non-support margin {theta:.4g} x gamma_hat weighs t^(1-theta) = {weight:.3g}")
         return ok, what + ("" if ok else f" > limit_rtol / 2: the limits are not reached at t = {t:.3g}")
 
-    def _limit(self, run, r, svm, gap, norm) -> tuple[float, str]:
-        if svm is None or gap is None:
-            return math.nan, "no SVM or no angle gap"
-        if run.runs[r].init_scale != 0:
-            return math.nan, "w(0) != 0: the part of w(0) outside the span of the data stays, and is not known here"
+    def _p_w_tilde(self, run, r, svm) -> tuple[float, float] | None:
+        """(||P w_tilde||, ||w_tilde||), or None where Theorem 3 does not determine w_tilde here."""
+        if svm is None or run.runs[r].init_scale != 0:
+            return None
         w_tilde = soudry_w_tilde(run, r, svm)
         if w_tilde is None:
-            return math.nan, "w_tilde not determined: the support vectors do not span the data"
+            return None
         u = svm.direction.ravel()
-        limit = float(np.linalg.norm(w_tilde - u * (u @ w_tilde)))
-        measured = float(gap[r][-1] * norm[r][-1])
-        return abs(measured / limit - 1.0), f"angle gap x ||w|| = {measured:.5g}, ||P w_tilde|| = {limit:.5g}"
+        return float(np.linalg.norm(w_tilde - u * (u @ w_tilde))), float(np.linalg.norm(w_tilde))
+
+    def _limit(self, run, r, svm, gap, norm, time, window, p_w_tilde) -> tuple[float, float, str]:
+        """(y_inf / ||P w_tilde|| - 1, se / ||P w_tilde||, note) for run r; nan with the reason where undefined."""
+        if svm is None or gap is None:
+            return math.nan, math.nan, "no SVM or no angle gap"
+        if run.runs[r].init_scale != 0:
+            return math.nan, math.nan, ("w(0) != 0: the part of w(0) outside the span of the data stays, and is not "
+                                        "known here")
+        if p_w_tilde is None:
+            return math.nan, math.nan, "w_tilde not determined: the support vectors do not span the data"
+        target = p_w_tilde[0]
+        if target <= 0:
+            return math.nan, math.nan, "P w_tilde = 0: the limit of angle gap x ||w|| is 0, read by the rate checks"
+        nu, why = residual_rate(run, r, svm)
+        keep = window & (time[r] > 0)
+        ext = extrapolate(time[r][keep] ** -nu, gap[r][keep] * norm[r][keep])
+        return (ext.y_inf / target - 1.0, ext.se / target,
+                f"{ext.describe()}; {why}; ||P w_tilde|| = {target:.5g}")
+
+    def _limit_verdict(self, statement, limits, labels) -> Verdict:
+        """holds when |y_inf / target - 1| + 2 se <= limit_rtol on every run, fails when |.| - 2 se > limit_rtol on
+        some run, inconclusive (not_evaluated) otherwise; the worst run is shown."""
+        tol = self.limit_rtol
+        full = f"{statement} (+- 2 se) <= limit_rtol"
+        done = [(r, dev, se, note) for r, (dev, se, note) in enumerate(limits) if math.isfinite(dev) and math.isfinite(se)]
+        if len(done) < len(limits):
+            missing = [f"{labels[r]}: {note}" for r, (dev, se, note) in enumerate(limits)
+                       if not (math.isfinite(dev) and math.isfinite(se))]
+            return Verdict(self.title, "prediction", full, None, "<=", tol, "not_evaluated",
+                           "undefined: " + "; ".join(missing))
+        if any(abs(d) - 2 * s > tol for _, d, s, _ in done):
+            r, dev, se, note = max(done, key=lambda d: abs(d[1]) - 2 * d[2])
+            outcome = "fails"
+        elif all(abs(d) + 2 * s <= tol for _, d, s, _ in done):
+            r, dev, se, note = max(done, key=lambda d: abs(d[1]) + 2 * d[2])
+            outcome = "holds"
+        else:
+            r, dev, se, note = max(done, key=lambda d: abs(d[1]) + 2 * d[2])
+            outcome = "not_evaluated"
+            note = (f"inconclusive: |y_inf / ||P w_tilde|| - 1| +- 2 se = {abs(dev):.3g} +- {2 * se:.2g} straddles "
+                    f"limit_rtol = {tol:g}; " + note)
+        who = f"{labels[r]}; " if len(limits) > 1 else ""
+        return Verdict(self.title, "prediction", full, abs(dev), "<=", tol, outcome,
+                       f"{who}over the last {self.late_fraction:g} of the checkpoints; relative se {se:.2g}; {note}")
 
 
 class SoudryTheorem3(_LogRates):
