@@ -108,10 +108,10 @@ def test_frei32_holds_on_a_kkt_like_cell():
     z = W[0].T @ a[0]
     z_margin = np.min(data.y * (data.X @ z)) / np.linalg.norm(z)
     verdicts = FreiTheorem32().check(_cell({**GOOD_32, "z_margin": z_margin}, data, W=W, a=a, time=T32))
-    # (4) on 1000 fresh inputs: the untrained network at gamma = 0.9 disagrees on only 4, too few to compare
+    # (4) on 10^5 fresh inputs (no test set): the untrained network at gamma = 0.9 disagrees on hundreds of them
+    # (on 1000, the former default, only 4: too few to compare), the aligned W, linear, on none
     linear = next(v for v in verdicts if v.statement.startswith("(4)"))
-    assert linear.outcome == "not_evaluated" and "inconclusive" in linear.note
-    verdicts = [v for v in verdicts if v is not linear]
+    assert linear.measured == 0.0 and "of 100000" in linear.note, linear.line()
     assert _outcomes(verdicts) == ["holds"] * len(verdicts), "\n".join(v.line() for v in verdicts)
     assert "R_min^2 >= 3 gamma^-3 R^2 n max_(i!=j) |<x_i,x_j>|" in verdicts[0].line()
     assert "kappa = min(m1,m2)/max(m1,m2) = 4/4 = 1" in verdicts[-1].note
