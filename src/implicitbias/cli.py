@@ -46,13 +46,9 @@ def _parse_sets(items: list[str]) -> dict:
 
 
 def cmd_list(args) -> int:
-    from implicitbias.experiments import catalog
+    from implicitbias.experiments.runtimes import catalogue_lines
 
-    rows = [(e.name, e.paper, ",".join(e.systems), e.runtime_quick, e.runtime_full, e.summary)
-            for e in catalog().values()]
-    for name, paper, systems, quick, full, summary in rows:
-        print(f"{name}\n  paper:    {paper}  [{systems}]\n  shows:    {summary}\n"
-              f"  run time: quick {quick}; full {full}\n")
+    print("\n".join(catalogue_lines()))
     return 0
 
 

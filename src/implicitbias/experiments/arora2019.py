@@ -140,10 +140,6 @@ ARORA = FactorizationExperiment(
     theorems=_theorems,
     claims=_claims,
     tables=_tables,
-    runtime_quick="16 s (`implicitbias run arora2019-deep-completion --quick`, 2-core machine, empty compile cache)",
-    runtime_full="32 min (1913 s, `implicitbias run arora2019-deep-completion`, 2 workers, 2-core machine): 12 runs "
-                 "in ~5 min, the rest the three cvxpy nuclear-norm completions of the 100 x 100 matrix (one per n), "
-                 "each ~8 min and up to 21 GB of memory",
     settings_source="From the paper: 100 x 100, rank 5, n = 2000..5000 observed entries, depths 2-4 (and 1). Ours: "
                     "gradient flow (RKC, rtol 1e-6) instead of GD, balanced init with alpha = 0.1 per factor "
                     "(W(0) = alpha^N G), loss 1e-10 or t = 1e6, one data set per n. Quick: 20 x 20, rank 2, "

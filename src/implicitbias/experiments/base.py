@@ -39,8 +39,6 @@ class Experiment:
     figures: tuple[Figure, ...] = ()
     theorems: Callable[[Any], list] = lambda cell: []
     settings_source: str = ""
-    runtime_quick: str = "not measured"
-    runtime_full: str = "not measured"
     tables: Callable[[Any, Any], list] | None = None
     claims: Callable[[Any], list] | None = None
 

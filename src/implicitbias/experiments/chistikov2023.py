@@ -184,11 +184,6 @@ FIG1 = Experiment(
     theorems=_theorem7(),
     claims=_fig1_claims,
     tables=_fig1_tables,
-    runtime_quick="39 s (idle 2-core machine, cold compile cache)",
-    runtime_full="d <= 64 columns (480 runs): 21 min measured here (`--set \"grid.data.d=[4,16,64]\"`, with "
-                 "other jobs on the 2 cores); d = 256: one call (16 lambdas) 6.7 min measured, the column (10 "
-                 "calls) projected at ~2.2 h; d = 1024 projected at ~2 h a call, ~21 h the column "
-                 "(benchmarks/bench_fig1_scaling.py)",
     settings_source="All from the paper (Sec. 8): m = 200, balanced init z_j ~ N(0, I/(dm)), s_j ~ "
                     "Unif{+-1}, lambda = 4^2..4^-13, d = 4..1024, n = d, centred (rho = 1) and uncentred "
                     "(rho = sqrt2 - 1) data, 5 trials, stop at loss < 1e-9 or 2e7 GD steps of lr 0.01 = time "
@@ -356,8 +351,6 @@ FIG2 = Experiment(
     theorems=_theorem7(),
     claims=_fig2_claims,
     tables=_fig2_tables,
-    runtime_quick="58 s (idle 2-core machine, cold compile cache)",
-    runtime_full="~7 min (GD: ~8e5 steps per run)",
     settings_source="From the paper (Sec. 8): d = 16, m = 200, centred data, lambda = 4^-2..4^-8, 64 N(0, I) "
                     "test inputs, GD with lr 0.01 until loss < 1e-9 or 2e7 steps. Ours: the single data set "
                     "(seed 0); gradient flow alongside GD; 60 log-spaced checkpoints.",
@@ -446,8 +439,6 @@ MIN_NORM = Experiment(
                     "smallest lambda, and the convex minimum over interpolators, with M.",
                     _min_norm_figure),),
     theorems=_theorem8,
-    runtime_quick="41 s (idle 2-core machine, cold compile cache)",
-    runtime_full="~2.5 min",
     settings_source="Families and M from the paper (Sec. 7, appendix G: xi = half its pi/4 bound, b = 11). "
                     "Ours: d = 3..5, m = 50, lambda = 4^-4..4^-8, loss < 1e-12 (so that ||theta||^2 resolves "
                     "the 4e-4 gap of the M > 0 family), 3 random centred data sets per d. Quick: d = 3, one "
@@ -562,8 +553,6 @@ TWO_TEACHERS = Experiment(
                     "Training loss of every trial (grey) and their median (black); shaded: the detected "
                     "intermediate plateau.", _two_teacher_figure),),
     claims=_two_teacher_claims,
-    runtime_quick="21 s (idle 2-core machine, cold compile cache)",
-    runtime_full="~1 min",
     settings_source="From the paper (appendix I): norms 1 and 3, d = 16, d points per teacher, m = 25, "
                     "lambda = 4^-7, 15 trials, medians. Ours: the reading of 'opposite' (TwoTeachers), "
                     "gradient flow, 90 log-spaced checkpoints, the plateau detection rule. Quick: 3 trials, "
@@ -634,8 +623,6 @@ ORTHOGONAL = Experiment(
                     "Left: learned ||theta||^2 over the closed-form minimum, minus 1, against lambda (dots: "
                     "runs; line: median). Right: loss curves at the smallest lambda.", _orthogonal_figure),),
     theorems=_orthogonal_theorem,
-    runtime_quick="46 s (idle 2-core machine, cold compile cache)",
-    runtime_full="~40 s",
     settings_source="Ours (the survey gives no numbers): n = 6 orthonormal inputs in d = 12, labels +-1 in "
                     "balanced signs (3 per sign: the excess norm then decays like lambda^0.37, see "
                     "BoursierOrthogonal; with unequal labels the exponent can be much smaller), m = 100, "

@@ -296,11 +296,6 @@ CENSUS = Experiment(
                     "o) or not (x).", _pi4_figure)),
     theorems=_theorems,
     tables=_tables,
-    runtime_quick="29 s (2-core machine shared with other jobs, load ~4, cold compile cache)",
-    runtime_full="training 32.2 min measured here (`implicitbias run chistikov2023-fig1-census --out runs/census`, "
-                 "1200 runs on 2 workers while other jobs loaded the 2 cores, load 9-15): ~7 s a run at d = 64, "
-                 "~0.5 s at d = 4 and 16 (before the host-side spectral metrics, which cut d = 64 about 5x); loading the "
-                 "1200 stored runs, checks, figures, tables and results.nc: 50 s",
     settings_source="The paper's Figure 1 settings (m = 200, balanced init, n = d, centred and uncentred data, "
                     "loss < 1e-9 or t = 2e5) with gradient flow as in chistikov2023-fig1. Ours: 50 trials, "
                     "d in {4, 16, 64}, four lambdas, 20 checkpoints, the census and its constant c. Quick: d = 4, "
@@ -341,8 +336,6 @@ DTYPE = Experiment(
                     "dtype.", _fraction_figure)),
     claims=_dtype_claims,
     tables=_tables,
-    runtime_quick="23 s (2-core machine shared with other jobs, load ~4, cold compile cache)",
-    runtime_full="4.6 min measured here (16 GD runs in 2 compiled calls, `--workers 0`, loaded machine)",
     settings_source="The paper's GD (lr 0.01), m = 200, centred data, d = 16. Ours: 4 trials, lambda in {4^-7, "
                     "4^-13}, float32 against float64, time budget t = 5e3 (5e5 steps; the paper: 2e7 steps or "
                     "loss < 1e-9). Quick: d = 4, m = 50, lambda = 4^-4, 4^-7, 2 trials, t = 500.",

@@ -155,8 +155,6 @@ GUNASEKAR = FactorizationExperiment(
                     _figure),),
     theorems=_theorems,
     tables=_tables,
-    runtime_quick="18 s (`implicitbias run gunasekar2017-sensing --quick`), measured with other jobs running",
-    runtime_full="27 s (54 runs; `implicitbias run gunasekar2017-sensing`), measured with other jobs running",
     settings_source="Ours: d = 10, PSD W*, alpha = 1e-1..1e-8, gradient flow (RKC, rtol 1e-8) on W = U U^T to loss "
                     "1e-16, 3 trials. Commuting: A_i = Q diag(a_i) Q^T, n = 5, rank 6 (so that the minimum over PSD "
                     "interpolators is not W* itself). Gaussian: rank 2, n = 40 (above the recovery threshold) and "

@@ -220,10 +220,6 @@ DIAGONAL = MaxMarginDiagonalExperiment(
     theorems=_theorems,
     claims=_claims,
     tables=_tables,
-    runtime_quick="40 s (`implicitbias run gunasekar2018-diagonal --quick --workers 0`; 2-core machine, measured "
-                  "with other jobs running)",
-    runtime_full="50 s (`implicitbias run gunasekar2018-diagonal --workers 0`: 3 runs at d = 200, n = 40; "
-                 "measured here with other jobs running)",
     settings_source="Ours (the paper proves the limit; it has no numeric experiment for diagonal nets): n = 40, d = 200, "
                     "a 3-sparse teacher with entries +-1/sqrt(3), points shifted by 0.5 along it, alpha = 0.1, gradient "
                     "flow by RKC in the loss clock (rtol 1e-8) until log L < -600, 105 checkpoints. Quick: n = 20, d = 60.",

@@ -137,10 +137,6 @@ JI = MaxMarginExperiment(
                     "end-to-end vector to the SVM direction; srank(W_i) - 1 and sin angle(v_1(W_(i+1)), u_1(W_i)) with "
                     "their bounds from the conserved imbalances (thin lines); sigma_1(W_i).", _figure),),
     theorems=_theorems,
-    runtime_quick="26 s on this 2-core machine, 19 s of it training (`implicitbias run ji2019-deep-linear --quick "
-                  "--workers 0`; compiling the solver for each depth is most of it), measured with other jobs running",
-    runtime_full="29 s, 24 s of it training (9 runs; `implicitbias run ji2019-deep-linear --workers 0`), measured "
-                 "with other jobs running",
     tables=_tables,
     settings_source="Ours (the paper has no experiments): Separable (n = 40, d = 20, margin 0.5), hidden width 10, "
                     "entries N(0, 0.1^2) at init, gradient flow (Tsit5, rtol 1e-8, so that the conserved imbalances drift by "

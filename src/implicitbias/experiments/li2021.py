@@ -138,8 +138,6 @@ LI = FactorizationExperiment(
                     "of W(t) to each GLRL saddle against alpha.", _figure),),
     theorems=_theorems,
     tables=_tables,
-    runtime_quick="9 s (`implicitbias run li2021-incremental --quick`), measured with other jobs running",
-    runtime_full="13 s (15 runs; `implicitbias run li2021-incremental`), measured with other jobs running",
     settings_source="Ours: d = 8, W* = U diag(3, 2, 1) V^T, n = 60 Gaussian measurements (above the 39 degrees of "
                     "freedom of rank 3, below the 64 entries; with n = 48 the flow was seen to end on a higher-rank "
                     "interpolator), alpha = 1e-2..1e-6, gradient flow (RKC, rtol 1e-8) to loss 1e-12 or t = 100, "

@@ -224,10 +224,6 @@ LINEAR_REGRESSION = Experiment(
     theorems=_theorems,
     claims=_claims,
     tables=_tables,
-    runtime_quick="10-18 s on this 2-core machine, measured with other jobs running "
-                  "(`implicitbias run linear-regression-implicit-bias --quick --workers 0`)",
-    runtime_full="114 s (80 runs: 8 methods x 2 inits x 5 trials at n = 100, d = 400; measured with other jobs "
-                 "running; `implicitbias run linear-regression-implicit-bias --workers 0`)",
     settings_source="Ours (the survey gives no numbers): sparse regression with n = 100, d = 400 (quick: n = 40, "
                     "d = 100, one trial, p in {1.5, 1.25}, beta in {1, 0.01}), a 5-sparse teacher with entries "
                     "+-1/sqrt(5), x_i ~ N(0, I_d); w0 = 0 and w0 ~ N(0, 0.3^2 I), 5 trials (fresh data and w0); "

@@ -247,10 +247,6 @@ RAZIN = FactorizationExperiment(
     theorems=_theorems,
     claims=_claims,
     tables=_tables,
-    runtime_quick="39-40 s cold (`IMPLICITBIAS_JAX_CACHE=0 implicitbias run razin2020-counterexample --quick`, loss 1e-8 "
-                  "at every depth), load average 2.6-4.4 on 2 cores",
-    runtime_full="41 s (`implicitbias run razin2020-counterexample`, loss 1e-8; 32 s of it training), load average "
-                 "~3 on 2 cores (the RKC runs of before: 38 s to loss 1e-6, ~20 h a run projected to 1e-8)",
     settings_source="Ours (the survey gives no numbers): balanced init W_j = alpha I with alpha = 0.5 (det W(0) > 0); "
                     "gradient flow (Kvaerno5, rtol 1e-10, atol 1e-14) in physical time to loss 1e-8; depth 2 as the "
                     "symmetric U U^T (the same flow on W_2 = W_1^T, see the module docstring). Unbalanced: "

@@ -402,10 +402,6 @@ SOUDRY = MaxMarginExperiment(
                     "multiclass SVM.", _figure("multiclass"))),
     theorems=_theorems,
     claims=_claims,
-    runtime_quick="14 s on this 2-core machine, 6 s of it training (`implicitbias run soudry2018-logistic --quick "
-                  "--workers 0`), measured with other jobs running",
-    runtime_full="35 s, 26 s of it training (21 runs, 10^6 GD/SGD steps; `implicitbias run soudry2018-logistic "
-                 "--workers 0`), measured with other jobs running",
     tables=_tables,
     settings_source="Ours (the paper's Figure 1 uses a 2-D set with a known SVM; its step sizes are not given): "
                     "KnownSVM2D (n = 16, margin 0.5, two support vectors), Separable (n = 20, d = 100, margin 0.5), "

@@ -222,8 +222,6 @@ VARDI = Experiment(
     theorems=_theorems,
     claims=_claims,
     tables=_tables,
-    runtime_quick="44 s (`implicitbias run vardi2021-single-neuron --quick`), measured with other jobs running",
-    runtime_full="175 s (50 leaky, 300 ReLU seeds; `implicitbias run vardi2021-single-neuron`), with other jobs running",
     settings_source="Ours (the survey gives no numbers): n = 10 < d = 30, inputs x_i = mu + N(0, I_d) with "
                     "||mu|| = sqrt(d) (correlated, so that a neuron grown from a small init activates on them), a "
                     "unit teacher at cosine 0.15 with mu (about a quarter of the ReLU labels are 0), gradient flow (RKC, rtol "

@@ -299,10 +299,6 @@ KERNEL_RICH = DiagonalExperiment(
     theorems=_theorems,
     claims=_claims,
     tables=_tables,
-    runtime_quick="34 s (`implicitbias run woodworth2020-kernel-rich --quick --workers 0`, process start "
-                  "included; 2-core machine, measured with another sweep running)",
-    runtime_full="224 s (`implicitbias run woodworth2020-kernel-rich --workers 0`: 52 runs at d = 1000, n = 100, "
-                 "checks and figures included; measured here with other jobs running)",
     settings_source="Woodworth et al. 2020 and the literature after it: d = 1000, n = 100, a 5-sparse teacher with "
                     "entries 1/sqrt(5), x ~ N(0, I_d), noiseless labels. Ours: alpha = 1e-3 .. 1e2 (26 values, 5 per "
                     "decade), gradient flow by RKC (rtol 1e-8, 1e-10 for D = 3; atol 1e-14) until L < 1e-16 or t = 1e6 "

@@ -1,0 +1,131 @@
+"""Measured run times of the experiments, and the catalogue that `implicitbias list` prints.
+
+No run time in the catalogue is written by hand: `benchmarks/bench_full_variants.py` runs each variant in its
+own process (`implicitbias run NAME [--quick] --out ...`) and records in `runtimes.json` (shipped with the
+package) its wall time, the peak memory of its process tree (Dask workers included), the machine's load
+average before and during the run, the date, the verdicts of its checks and the steps and gradient
+evaluations its runs took. A variant that has not been measured is shown as "not measured yet".
+
+A record (one per experiment and variant, under "measurements"/NAME/"quick"|"full"):
+
+    {"date": "2026-12-03T03:10:00Z", "wall_s": 41.2, "peak_rss_mb": 812.0, "cpu_s": 70.5,
+     "load_before": [1-, 5-, 15-minute load], "load_during": {"mean": 2.9, "max": 4.1}, "cpus": 2,
+     "exit_code": 0, "verdicts": {"holds": 12, "fails": 0, ...}, "runs": 16, "steps": 123456,
+     "grad_evals": 234567, "command": "implicitbias run ..."}
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.resources
+import json
+import math
+import os
+from pathlib import Path
+
+#: the file the benchmark writes and the catalogue reads (package data of `implicitbias.experiments`)
+RUNTIMES_FILE = "runtimes.json"
+VARIANTS = ("quick", "full")
+NOT_MEASURED = "not measured yet"
+
+
+def runtimes_path() -> Path:
+    """Where `runtimes.json` lives in this installation (the source tree for an editable install, the
+    installed package otherwise)."""
+    return Path(str(importlib.resources.files("implicitbias.experiments").joinpath(RUNTIMES_FILE)))
+
+
+def load_runtimes(path: str | os.PathLike | None = None) -> dict:
+    """The measurements, {NAME: {"quick"|"full": record}}; empty when the file is absent. A file that is
+    not the benchmark's JSON raises ValueError naming it."""
+    path = Path(path) if path is not None else runtimes_path()
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not readable as the run-time file of benchmarks/bench_full_variants.py "
+                         f"({type(exc).__name__}: {exc})") from None
+    measurements = data.get("measurements") if isinstance(data, dict) else None
+    if not isinstance(measurements, dict):
+        raise ValueError(f"{path} has no 'measurements' mapping: is it written by benchmarks/bench_full_variants.py?")
+    return measurements
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 100:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    if seconds < 6000:
+        return f"{seconds / 60:.1f} min ({seconds:.0f} s)"
+    return f"{seconds / 3600:.1f} h ({seconds:.0f} s)"
+
+
+def _memory(mb: float) -> str:
+    return f"{mb / 1024:.1f} GB" if mb >= 1024 else f"{mb:.0f} MB"
+
+
+def describe(record: dict | None) -> str:
+    """One catalogue phrase for a measurement record: the wall time, the peak memory, the date and the load
+    at which it was measured, and the verdict counts; "not measured yet" for None."""
+    if not record:
+        return NOT_MEASURED
+    wall, date = record.get("wall_s"), str(record.get("date", "?"))[:10]
+    if not isinstance(wall, int | float) or not math.isfinite(wall):
+        return NOT_MEASURED
+    parts = [f"{_duration(wall)} measured {date}"]
+    load = record.get("load_during") or {}
+    before = record.get("load_before") or []
+    if before or load:
+        cpus = record.get("cpus")
+        parts.append("load " + (f"{before[0]:.1f} before" if before else "?")
+                     + (f", {load['mean']:.1f} mean / {load['max']:.1f} max during" if load else "")
+                     + (f" on {cpus} cores" if cpus else ""))
+    if isinstance(record.get("peak_rss_mb"), int | float):
+        parts.append(f"peak memory {_memory(record['peak_rss_mb'])}")
+    verdicts = record.get("verdicts") or {}
+    if verdicts:
+        parts.append("checks " + ", ".join(f"{n} {k}" for k, n in sorted(verdicts.items())))
+    if record.get("exit_code", 0) != 0:
+        parts.append(f"exit code {record['exit_code']}")
+    return "; ".join(parts)
+
+
+def runtime(name: str, variant: str, measurements: dict | None = None) -> str:
+    """The measured run time of one variant ("quick" or "full") of experiment `name`, as `describe` words it."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant={variant!r} is not allowed: expected one of {', '.join(VARIANTS)}")
+    measurements = load_runtimes() if measurements is None else measurements
+    return describe((measurements.get(name) or {}).get(variant))
+
+
+def catalogue_lines(experiments=None, measurements: dict | None = None) -> list[str]:
+    """The lines `implicitbias list` prints: each experiment's name, paper, systems, summary and its
+    measured run times (quick and full)."""
+    if experiments is None:
+        from implicitbias.experiments.registry import catalog
+
+        experiments = catalog().values()
+    measurements = load_runtimes() if measurements is None else measurements
+    lines = []
+    for e in experiments:
+        lines += [e.name, f"  paper:    {e.paper}  [{','.join(e.systems)}]", f"  shows:    {e.summary}",
+                  f"  run time: quick {runtime(e.name, 'quick', measurements)}",
+                  f"            full {runtime(e.name, 'full', measurements)}", ""]
+    return lines
+
+
+def record_measurement(name: str, variant: str, record: dict, path: str | os.PathLike | None = None) -> Path:
+    """Store one measurement in the run-time file (replacing the earlier one of the same variant), written
+    atomically so that a reader never sees half a file."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant={variant!r} is not allowed: expected one of {', '.join(VARIANTS)}")
+    path = Path(path) if path is not None else runtimes_path()
+    measurements = load_runtimes(path)
+    measurements.setdefault(name, {})[variant] = record
+    data = {"written_by": "benchmarks/bench_full_variants.py",
+            "updated": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+            "measurements": {k: measurements[k] for k in sorted(measurements)}}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+    os.replace(tmp, path)
+    return path
