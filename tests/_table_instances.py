@@ -150,30 +150,58 @@ def ji_telgarsky():
 def diagonal_factors(w, alpha):
     """(u, v) with u^2 - v^2 = w and u v = alpha^2: where the depth-2 flow from u = v = alpha 1 puts w (it
     conserves u_i v_i)."""
-    u2 = 0.5 * (w + np.sqrt(w**2 + 4.0 * alpha**4))
+    r = np.sqrt(w**2 + 4.0 * alpha**4)
+    u2 = np.where(w >= 0, 0.5 * (w + r), 2.0 * alpha**4 / np.maximum(r - w, np.finfo(float).tiny))  # no cancellation
     u = np.sqrt(u2)
     return u, alpha**2 / u
 
 
-@functools.cache
-def gunasekar_diagonal():
-    """Depth 2, logistic loss: w(t) = rho (w_1 + c e) / ||.|| with w_1 the l1 max-margin direction and c = 0.05 /
-    log rho shrinking as rho grows; (u, v) from the conserved u v = alpha^2; the loss is that of w."""
-    from implicitbias.data import Separable
+def l1_dual_path(ds, alpha, kappa):
+    """w(kappa) = 2 alpha^2 sinh(Z^T (kappa lambda + mu)) (Z = diag(y) X, lambda the l1 LP's dual optimum): the form
+    the depth-2 flow takes late on (`GunasekarDiagonal`), with mu on the LP's active points chosen so that the
+    support's coordinates are those of the LP's w*: off the support |w_j| / ||w||_inf ~ exp(-delta_j kappa)."""
     from implicitbias.reference import l1_max_margin
 
-    spec, alpha = Separable(n=8, d=4, margin=0.2), 0.01
-    ds = spec.generate(0)
-    w1 = _unit(l1_max_margin(ds.X, ds.y).w)
-    off = _orthogonal_to(w1, d=4)
-    rho = np.geomspace(3.0, 300.0, 12)
-    w = np.stack([r * _unit(w1 + 0.05 / math.log(r) * off) for r in rho])
+    lp = l1_max_margin(ds.X, ds.y)
+    Z = ds.y[:, None] * ds.X
+    lam = lp.alphas / np.max(np.abs(Z.T @ lp.alphas))
+    support, active = np.abs(lp.w) > 1e-9 * np.abs(lp.w).max(), lam > 1e-9 * lam.max()
+    target = np.sign(lp.w[support]) * np.log(np.abs(lp.w[support]) / np.abs(lp.w).max())
+    mu = np.zeros(ds.n)
+    mu[active] = np.linalg.solve(Z[active][:, support].T, target)
+    theta = np.asarray(kappa)[:, None] * (Z.T @ lam)[None] + (Z.T @ mu)[None]
+    return 2.0 * alpha**2 * np.sinh(theta)
+
+
+def diagonal_classification_cell(w, ds, spec, alpha, depth=2, curves=None, time=None):
+    """A depth-`depth` diagonal network on separable data with the path w (checkpoint, d) (factors from u v =
+    alpha^2 for depth 2); the loss is that of w, extra `curves` recorded beside it."""
     u, v = diagonal_factors(w, alpha)
-    run = RunSpec(model=DiagonalLinear(depth=2), data=spec, loss=LOGISTIC, method=GradientFlow(), stop=GF_STOP,
+    run = RunSpec(model=DiagonalLinear(depth=depth), data=spec, loss=LOGISTIC, method=GradientFlow(), stop=GF_STOP,
                   init_scale=alpha, keep_trajectory=True)
-    return cell([run], [ds], {"loss": [logistic_risk(x, ds.X, ds.y) for x in w]},
+    t = np.geomspace(1.0, 1e5, len(w)) if time is None else time
+    return cell([run], [ds], {"loss": [logistic_risk(x, ds.X, ds.y) for x in w], **(curves or {})},
                 {"theta.u": u[None, -1], "theta.v": v[None, -1], "trajectory.theta.u": u[None],
-                 "trajectory.theta.v": v[None]}, time=np.geomspace(1.0, 1e5, 12))
+                 "trajectory.theta.v": v[None]}, time=t)
+
+
+def classification_data():
+    """The data of the diagonal-network classification cells: an l1 LP with a nondegenerate vertex (6 nonzero
+    coordinates, 6 points with a positive dual weight) and smallest complementarity slack delta* = 0.43."""
+    from implicitbias.data import Separable
+
+    spec = Separable(n=8, d=10, sparsity=2, margin=0.2)
+    return spec, spec.generate(0)
+
+
+@functools.cache
+def gunasekar_diagonal():
+    """Depth 2, logistic loss, alpha = 1e-5: w = 2 alpha^2 sinh(Z^T (kappa lambda + mu)) over kappa in [10, 32]
+    (`l1_dual_path`: the late form of the flow, approaching the l1 max-margin direction at the theorem's rates);
+    (u, v) from the conserved u v = alpha^2; the loss is that of w."""
+    spec, ds = classification_data()
+    alpha = 1e-5
+    return diagonal_classification_cell(l1_dual_path(ds, alpha, np.linspace(10.0, 32.0, 23)), ds, spec, alpha)
 
 
 @functools.cache
@@ -284,7 +312,7 @@ def razin_cohen():
                 time=np.r_[0.0, np.geomspace(1.0, 1e6, 19)])
 
 
-ALPHAS = (1e-2, 1e-3, 1e-4)
+ALPHAS = (1e-2, 1e-3, 1e-4, 1e-5)
 
 
 def _sensing_cell(measurements, n):
@@ -318,20 +346,29 @@ def gunasekar_conjecture():
 @functools.cache
 def li_incremental():
     """GLRL's saddles W_1 (rank 1) and W_2 (rank 2) reached in turn: W(t) = g_1(t) W_1 + g_2(t) (W_2 - W_1) with
-    logistic steps g_k rising at t = k ln(1/alpha) (rate 3), over t in [0, 3 ln(1/alpha)]; factors W_1 = S^(1/2)
-    V^T, W_2 = U S^(1/2); the loss is that of W(t) on the measurements."""
+    logistic steps g_k rising at t = k ln(1/alpha) / sigma_1(M_0) (rate 3 sigma_1(M_0); M_0 = -grad L(0), so the
+    first escape takes ln(1/alpha) / sigma_1(M_0) as the theorem says), over t in [0, 3 ln(1/alpha) / sigma_1(M_0)];
+    factors W_1 = S^(1/2) V^T, W_2 = U S^(1/2); the loss is that of W(t) on the measurements."""
+    return _li_cell(lambda t, span, top: [1.0 / (1.0 + np.exp(-3.0 * top * (t - k * span / top))) for k in (1, 2)])
+
+
+def _li_cell(steps, alphas=ALPHAS, saddles=None):
+    """A LiIncremental cell: W(t) = g_1 W_1 + g_2 (W_2 - W_1) with (g_1, g_2) = steps(t, ln(1/alpha), sigma_1(M_0))
+    on t in [0, 3 ln(1/alpha) / sigma_1(M_0)] (40 checkpoints); `saddles` replaces GLRL's (W_1, W_2) on the path."""
     from implicitbias.data import MatrixSensing
     from implicitbias.theorems.matrix_factorization import greedy_path
 
     spec = MatrixSensing(n=12, d=3, rank=2, singular_values=(2.0, 1.0))
     ds = spec.generate(0)
-    saddles = greedy_path(ds, 2).iterates
+    glrl = greedy_path(ds, 2)
+    top = glrl.top_gradient_singular_value[0]
+    W1, W2 = saddles if saddles is not None else glrl.iterates[:2]
     runs, Wa, Wb, loss, times = [], [], [], [], []
-    for a in ALPHAS:
+    for a in alphas:
         span = math.log(1.0 / a)
-        t = np.linspace(0.0, 3.0 * span, 40)
-        g = [1.0 / (1.0 + np.exp(-3.0 * (t - k * span))) for k in (1, 2)]
-        W = g[0][:, None, None] * saddles[0] + g[1][:, None, None] * (saddles[1] - saddles[0])
+        t = np.linspace(0.0, 3.0 * span / top, 40)
+        g = steps(t, span, top)
+        W = g[0][:, None, None] * W1 + g[1][:, None, None] * (W2 - W1)
         U, s, Vt = np.linalg.svd(W)
         root = np.sqrt(s)
         Wa.append(root[:, :, None] * Vt)

@@ -335,7 +335,7 @@ TABLE: dict[str, Row] = {
         ("alpha -> 0 read over a grid", _specs(init_scale=1e-3)),
         ("distinct singular values", _new_data(lambda ds: dataclasses.replace(
             ds, info={**ds.info, "W_star": np.diag([1.0, 1.0, 0.0])}))),
-        ("the loss reached", _stopped_at(20)),
+        ("settled", _stopped_at(20)),
     )),
     "CensusTheorem7": Row(_chistikov7, None, (
         ("ReLU network", _model(activation="leaky_relu")),
