@@ -283,13 +283,18 @@ class Extrapolation:
 
 
 def _intercept(x, y) -> tuple[float, float]:
-    A = np.stack([np.ones_like(x), x], axis=1)
-    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    """(intercept, its standard error) of the least-squares line y ~ b + c x; nan where x does not vary."""
+    xc = x - x.mean()
+    sxx = float(xc @ xc)
+    if not sxx > 1e-30 * max(float(x @ x), 1e-300):
+        return math.nan, math.nan
+    c = float(xc @ (y - y.mean())) / sxx
+    b = float(y.mean() - c * x.mean())
     dof = y.size - 2
     if dof < 1:
-        return float(coef[0]), math.nan
-    s2 = float(np.sum((y - A @ coef) ** 2)) / dof
-    return float(coef[0]), math.sqrt(s2 * float(np.linalg.inv(A.T @ A)[0, 0]))
+        return b, math.nan
+    s2 = float(np.sum((y - b - c * x) ** 2)) / dof
+    return b, math.sqrt(s2 * (1.0 / y.size + x.mean() ** 2 / sxx))
 
 
 def extrapolate(x, y) -> Extrapolation:
@@ -302,6 +307,8 @@ def extrapolate(x, y) -> Extrapolation:
     if y.size < 5:
         return Extrapolation(math.nan, math.nan, math.nan, last, int(y.size))
     y_inf, se = _intercept(x, y)
+    if not math.isfinite(y_inf):
+        return Extrapolation(math.nan, math.nan, math.nan, last, int(y.size))
     h = y.size // 2
     first, second = _intercept(x[: h + 1], y[: h + 1])[0], _intercept(x[h:], y[h:])[0]
     return Extrapolation(y_inf, se, abs(first - second), last, int(y.size))
