@@ -586,6 +586,14 @@ def closest_approach(path: np.ndarray, point: np.ndarray) -> float:
     return float(min(seg.min(initial=np.inf), np.linalg.norm(P[-1] - x)))
 
 
+def _spacing_at(time: np.ndarray, t: float) -> float:
+    """The spacing of the checkpoints around time t (the interval that holds it; nan for t outside them)."""
+    if not math.isfinite(t):
+        return math.nan
+    i = int(np.clip(np.searchsorted(time, t), 1, time.size - 1))
+    return float(time[i] - time[i - 1])
+
+
 def target_rank(run) -> int:
     return int(getattr(run.spec.data, "rank", 1))
 
@@ -682,15 +690,24 @@ class LiIncremental(Theorem):
                             note="sigma_1(M_0) per trial: " + ", ".join(f"{x:.4g}" for x in np.unique(top)))
 
     def _plateaus(self, run, t, alpha) -> Verdict:
+        """Per trial and k >= 2, the slope of t_k - t_(k-1) against ln(1/alpha) with its 95% CI; each t_k is read to
+        the checkpoint spacing around it (linear interpolation between checkpoints), so the slope's standard error
+        adds (spacing / 2) / sqrt(sum (x - mean x)^2) to that of the residuals."""
+        time = curve(run.results, "time")
         lows, labels, notes = [], [], []
         for trial in sorted({spec.trial for spec in run.runs}):
             idx = [r for r, spec in enumerate(run.runs) if spec.trial == trial]
+            x = np.log(1.0 / alpha[idx])
+            sxx = float(np.sum((x - x.mean()) ** 2))
             for k in range(1, t.shape[1]):
-                fit = linear_fit(np.log(1.0 / alpha[idx]), t[idx, k] - t[idx, k - 1])
-                lo, hi = fit.interval(0.95)
+                fit = linear_fit(x, t[idx, k] - t[idx, k - 1])
+                spacing = max(_spacing_at(time[r], t[r, j]) for r in idx for j in (k - 1, k))
+                se = math.sqrt(fit.se**2 + (spacing / 2.0) ** 2 / sxx) if sxx > 0 else math.nan
+                lo, hi = dataclasses.replace(fit, se=se).interval(0.95)
                 lows.append(lo)
                 labels.append(f"trial {trial}, k = {k + 1}")
-                notes.append(f"slope {fit.slope:.4g} +- {fit.se:.2g} (SE), 95% CI [{lo:.4g}, {hi:.4g}]")
+                notes.append(f"slope {fit.slope:.4g} +- {se:.2g} (SE, checkpoint spacing {spacing:.3g} included), "
+                             f"95% CI [{lo:.4g}, {hi:.4g}]")
         return over_runs(self.title, "prediction", "each later plateau lasts ~ln(1/alpha): lower end of the 95% CI of "
                          "the slope of t_k - t_(k-1) against ln(1/alpha), k >= 2", lows, ">", 0.0, labels=labels,
                          run_notes=notes, where="over alpha")
