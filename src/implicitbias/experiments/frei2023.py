@@ -81,7 +81,8 @@ FIG1 = Experiment(
     paper="Frei et al. 2023 (ICLR), Figure 1",
     systems=("S2",),
     summary="GD on a two-layer smoothed leaky ReLU net, GMM data: the stable rank of W drops after the first "
-            "steps, more for larger d and smaller init (two panels).",
+            "steps, more for larger d and smaller init (two panels). A third part (in_scope: nearly orthogonal data "
+            "meeting Theorem 4.2's assumptions) gives the theorem its verdict; the GMM cells are outside them.",
     config=ExperimentConfig(
         model=TwoLayer(width=128, activation="smooth_leaky_relu", gamma=0.1, init_scheme="glorot_uniform",
                        outer_signs="random"),
