@@ -166,7 +166,8 @@ class ChistikovTheorem7(Theorem):
       (`fitting.rate_verdict`). p > 0 is what makes the extrapolated limit 0.
     - "||theta||^2 -> 2||v*||, ||W||_* -> sqrt(||v*||)": at the smallest lambda, every trial, against the
       finite-time bound of `two_layer_bounds.rank_one_bounds`: what the rank-1 limit allows at the run's
-      final loss, bundle angle and imbalance.
+      final loss, bundle angle and imbalance; the weight of inactive neurons that carry weight is not forgiven
+      (`rank_one_bound`).
     - "a_j^2 - ||w_j||^2 conserved": exactly along GF; the bounds on the drift are derived per method (see
       `_balancedness`).
 
