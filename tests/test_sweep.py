@@ -182,8 +182,9 @@ _CLI = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_h
 def _cli(out: Path, *extra: str, trials: int = 2) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     command = [*SMALL_FIG1[:-1], f"trials={trials}"]
+    # a session of its own: a Ctrl-C can be sent to its whole process group, as a terminal does
     proc = subprocess.Popen([sys.executable, "-c", _CLI, "run", *command, "--out", str(out), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
     _STARTED.append(proc)
     return proc
 
@@ -202,8 +203,9 @@ def _alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().split()[2] != "Z"
 
 
-def _stop_after(proc: subprocess.Popen, runs_dir: Path, at_least: int, sig: int) -> list[int]:
-    """Send `sig` to the sweep's main process once `at_least` runs are stored; returns its worker pids."""
+def _stop_after(proc: subprocess.Popen, runs_dir: Path, at_least: int, sig: int, group: bool = False) -> list[int]:
+    """Send `sig` to the sweep's main process (with `group`, to its whole process group, as Ctrl-C in a terminal
+    does) once `at_least` runs are stored; returns its worker pids."""
     deadline = time.time() + 240
     workers: list[int] = []
     while time.time() < deadline and len(list(runs_dir.glob("*.nc"))) < at_least and proc.poll() is None:
@@ -211,7 +213,10 @@ def _stop_after(proc: subprocess.Popen, runs_dir: Path, at_least: int, sig: int)
         time.sleep(0.05)
     assert proc.poll() is None, "the sweep finished before it could be stopped"
     workers = _workers_of(proc.pid) or workers
-    os.kill(proc.pid, sig)
+    if group:
+        os.killpg(proc.pid, sig)
+    else:
+        os.kill(proc.pid, sig)
     return workers
 
 
@@ -241,11 +246,16 @@ def test_kill_9_then_rerun_ends_with_the_same_results(tmp_path, capsys):
     kept = len(list(runs_dir.glob("*.nc")))
     assert 2 <= kept < total
     assert _gone(workers), workers
-    # the same command again: loads what finished, trains the rest, same results as never interrupted
+    # a write the kill cut short leaves a temporary file: planted here, so that its cleaning is checked every time
+    (runs_dir / ".abc.nc.12345.0badc0de.tmp").write_bytes(b"half a file")
+    # the same command again: takes the directory's lock (the killed holder's lock went with it), removes the
+    # temporaries, loads what finished, trains the rest, same results as never interrupted
     capsys.readouterr()
     assert main([*command, "--out", str(tmp_path / "run")]) == 0
     captured = capsys.readouterr()
     assert f"{kept} of {total} runs already in" in captured.out + captured.err
+    assert "waiting" not in captured.err and "temporary files" in captured.err
+    assert not list((tmp_path / "run").rglob("*.tmp"))
     a, b = load(tmp_path / "ref"), load(tmp_path / "run")
     assert [r.key() for r in a.runs] == [r.key() for r in b.runs]
     _assert_same(a.arrays, b.arrays)
@@ -257,20 +267,25 @@ def test_ctrl_c_shuts_down_keeps_finished_runs_and_exits_130(tmp_path):
     # 80 runs, the signal after 3 are stored: the sweep is still training when it arrives even with every
     # program in the session's compile cache (a run then takes ~0.1 s; with 24 runs the whole sweep sometimes
     # ended between two polls and the signal reached the figure-writing phase instead)
+    # Ctrl-C as a terminal sends it, to every process of the group (the workers included): one line, no traceback
     runs_dir, total = tmp_path / "run" / "runs", 80
     proc = _cli(tmp_path / "run", "--workers", "1", trials=total // 4)
-    workers = _stop_after(proc, runs_dir, 3, signal.SIGINT)
+    workers = _stop_after(proc, runs_dir, 3, signal.SIGINT, group=True)
     text = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130 and "rerun the same command to resume" in text, text
+    assert "Traceback" not in text and text.count("interrupted") == 1, text
     assert _gone(workers), workers
     assert 3 <= len(list(runs_dir.glob("*.nc"))) < total
 
 
 @pytest.mark.xdist_group("sweep-cli")
 def test_two_processes_on_one_directory_do_not_corrupt_it(tmp_path):
+    # the directory's lock: the second command waits for the first, then loads every run (nothing trained twice)
     first, second = _cli(tmp_path, "--workers", "0"), _cli(tmp_path, "--workers", "0")
     assert first.wait(timeout=240) == 0, first.stdout.read()
-    assert second.wait(timeout=240) == 0, second.stdout.read()
+    assert second.wait(timeout=240) == 0
+    texts = [first.stdout.read(), second.stdout.read()]
+    assert sum("8 of 8 runs already in" in t for t in texts) == 1, texts
     results = load(tmp_path)
     assert len(results.runs) == 8 and not results.failed
     assert not list(tmp_path.rglob("*.tmp")) and not list(tmp_path.rglob("*.corrupt"))

@@ -102,11 +102,12 @@ def cmd_run(args) -> int:
         # the sweep's cluster is closed when this block ends: after the results, figures and report are written
         # (a failure to close is a warning)
         held.enter_context(cluster_scope(warn=say))
-        options = _preflight(config, args, held, say)
+        options = _preflight(config, runs, args, held, say)
         if args.scheduler is None and args.cluster is None:
             from implicitbias.runs.budget import check_fits
 
             check_fits(runs, args.workers)
+        _check_runs_against_their_data(runs)  # after the memory budget: it draws data
         # everything is checked: from here on the directory is written
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -187,7 +188,26 @@ def _finish(exp, config, args, out, results, outcome, runs, command, started_at,
     return EXIT_PREDICTION_FAILED if args.strict and predictions_failed else 0
 
 
-def _preflight(config, args, held: contextlib.ExitStack, say) -> dict:
+def _check_runs_against_their_data(runs) -> None:
+    """What `train` checks of the data (the loss fits its task, labels and shapes, the method's needs), done here
+    for the first run of every compiled program (static part), so that no run fails on it later in a worker: one
+    data set drawn per program (kept in this process's cache, which an in-process sweep reuses)."""
+    from implicitbias.runs.execute import dataset_of
+    from implicitbias.training.validation import validate_inputs
+
+    seen = set()
+    for spec in runs:
+        if spec.static_key() in seen:
+            continue
+        seen.add(spec.static_key())
+        where = f"{spec.part + ': ' if spec.part else ''}{spec.label()}"
+        try:
+            validate_inputs(spec.model, [dataset_of(spec)], spec.loss, spec.method, spec.stop)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (run {where})") from None
+
+
+def _preflight(config, runs, args, held: contextlib.ExitStack, say) -> dict:
     """Checks that need the data source (e.g. a CIFAR-10 path) or the execution options, before anything is
     written; returns the sweep's options (a --scheduler is connected to here, and closed by `held`)."""
     from implicitbias.sweeps import cluster as clusters

@@ -255,8 +255,9 @@ def load_results(path: str | os.PathLike):
     try:
         tree = xr.open_datatree(path, engine="netcdf4").load()
     except Exception as exc:  # noqa: BLE001
-        raise ConfigError(f"{path} is not readable ({type(exc).__name__}: {exc}): is it a results.nc written by "
-                          "`implicitbias run`?") from None
+        raise ConfigError(f"{path} is damaged or not a results file: it cannot be read ({type(exc).__name__}: {exc}); "
+                          "expected a results.nc written by `implicitbias run` (rerun it with the same --out to write it "
+                          "again from the stored runs)") from None
     if "runs" not in tree.children or "experiment" not in tree.attrs:
         raise ConfigError(f"{path} holds no runs: is it a results.nc written by `implicitbias run` (this version)?")
     where = "its root attributes"
