@@ -195,8 +195,10 @@ def test_imbalance_bound_is_an_upper_bound_on_the_non_rank_one_mass():
             assert np.sum(s[1:] ** 2) <= B[i] + 1e-10
 
 
-def _deep_context(depth=2, max_time=1e8, seed=0):
-    spec = Separable(n=20, d=8, margin=0.5)
+def _deep_context(depth=2, max_time=1e8, seed=0, d=12):
+    """Gradient flow on a deep linear network. With n = 20 in d = 12 the SVM has fewer support vectors than
+    dimensions, so w has a part orthogonal to them: the direction error's rate ||w||^(-1/L) is read on it."""
+    spec = Separable(n=20, d=d, margin=0.5)
     data = spec.generate(seed)
     model = DeepLinear(depth=depth, hidden=5)
     method = GradientFlow(solver="tsit5", rtol=1e-8)
@@ -368,3 +370,33 @@ def test_speedup_claim_holds_for_normalized_gd_and_fails_for_a_slow_method():
     slow = _train_linear(GD(lr=0.5), 100_000)
     (verdict,) = _claims(SimpleNamespace(cells=[cell(gd, "2d_gd"), cell(slow, "2d_ngd", NormalizedGD(lr=0.5))]))
     assert verdict.outcome == "fails", verdict.line()
+
+
+# -- issue 24: the controls of items 5 and 6 are runs the old checks passed ---------------------------------------
+def test_item_controls_passed_the_old_checks():
+    """The negative controls of tests/_controls_soudry.py with an `old_threshold` would have passed the old checks,
+    recomputed here: Soudry et al. (item 5), q of gap ~ ||w||^-q >= 1/2 (one-sided), and angle gap x ||w|| within
+    10% of ||P w_tilde|| at the last checkpoint; Ji & Telgarsky (item 6), a negative slope of log(unit distance)
+    against log log t. Each of them fails the new check (tests/test_prediction_controls.py)."""
+    import _controls_soudry as cs
+    from implicitbias.theorems.fitting import curve, fitted_slope, late_window
+    from implicitbias.theorems.soudry import angle_gaps, gap_fit, margin_gap, soudry_w_tilde, svm_of
+
+    marked = [c for c in cs.CONTROLS if c.old_threshold]
+    assert {c.theorem for c in marked} == {"SoudryTheorem3", "NacsonSGD", "SoudryMulticlass", "JiTelgarskyAlignment"}
+    for c in marked:
+        ctx = c.negative()
+        time, norm = curve(ctx.results, "time")[0], curve(ctx.results, "param_norm")
+        window = late_window(time)
+        if c.theorem == "JiTelgarskyAlignment":
+            gap = curve(ctx.results, "unit_distance_to_reference")[0]
+            keep = window & (time > 1.0)
+            assert fitted_slope(np.log(np.log(time[keep])), np.log(gap[keep]))[0] < 0, c.id
+        elif "x ||w(t)||" in c.prediction:
+            svm = svm_of(ctx, 0, {})
+            w_tilde, u = soudry_w_tilde(ctx, 0, svm), svm.direction.ravel()
+            limit = np.linalg.norm(w_tilde - u * (u @ w_tilde))
+            assert abs(angle_gaps(ctx, {})[0][-1] * norm[0][-1] / limit - 1.0) <= 0.1, c.id
+        else:
+            gap = angle_gaps(ctx, {})[0] if c.prediction.startswith("angle") else margin_gap(ctx.results, ctx, {})[0]
+            assert -gap_fit(time, gap, norm[0], window)[0].slope >= 0.5, c.id

@@ -78,6 +78,25 @@ def end_to_end(Ws: list[np.ndarray]) -> np.ndarray:
     return P[:, 0, :]
 
 
+def inspan_weight(A_support, alphas, svm, depth: int, t: float) -> tuple[float, str]:
+    """(t^(-lambda / L), note): the weight at time t of the slowest relaxation of the end-to-end vector's part in the
+    span of the support vectors, orthogonal to w_hat. Linearising the balance of the module docstring around its
+    fixed point, that part relaxes like exp(-lambda ||w|| / (L gamma_hat)) = t^(-lambda / L) (||w|| gamma_hat ~
+    log t), lambda the smallest eigenvalue of M = sum_j alpha_j a_j a_j^T on that subspace (for L = 1, Soudry et
+    al.'s rho(t) -> w_tilde). 0 when the subspace is empty (one support vector)."""
+    u = svm.direction.ravel()
+    Q = np.linalg.qr(A_support.T)[0]
+    Q = Q - np.outer(u, u @ Q)
+    U, s, _ = np.linalg.svd(Q, full_matrices=False)
+    basis = U[:, s > 1e-8]
+    if basis.shape[1] == 0:
+        return 0.0, "no in-span direction orthogonal to w_hat"
+    M = (A_support.T * alphas) @ A_support
+    lam = float(np.linalg.eigvalsh(basis.T @ M @ basis).min())
+    weight = float(t ** (-lam / depth)) if t > 1 else 1.0
+    return weight, f"slowest in-span mode lambda_min(M) = {lam:.3g} weighs t^(-lambda/L) = {weight:.3g} at t = {t:.3g}"
+
+
 def imbalances(Ws: list[np.ndarray]) -> list[np.ndarray]:
     """D_i = W_{i+1}^T W_{i+1} - W_i W_i^T for i = 1..L-1 (conserved by gradient flow), each (..., d_i, d_i)."""
     T = lambda a: np.swapaxes(a, -1, -2)
@@ -125,12 +144,24 @@ class JiTelgarskyAlignment(Theorem):
         log log t correction, relative size ~ (2 - 2/L) log log t / log t, still lowers the fitted exponent).
     late_fraction: the trends ||W_i|| -> infinity, L -> 0 and the approach to the SVM are fitted on the last
         `late_fraction` of the checkpoints.
+
+    The end-to-end direction (iv), with the rate derived in the module docstring. Where w has a part orthogonal to
+    the support vectors, its share ||P_K w|| / ||w|| ~ ||w||^(-q) is fitted and judged by `fitting.rate_verdict`
+    against q = 1/L and the nearest wrong rates 0 (no convergence) and 1 (a linear predictor's 1/log t); else the
+    whole unit distance against q = 1 (wrong: 0 and 2), read only once the slowest in-span mode weighs at most
+    relax_max (default 0.05, as Soudry et al.'s limits are read once the constraints off the support weigh less
+    than limit_rtol / 2) at the last checkpoint (`inspan_weight`). The limit -> 0: the same quantity extrapolated
+    along y_inf + c ||w||^(-q) (`soudry.extrapolate`, uncertainty from the fit and the drift between the halves
+    of the window): holds when |y_inf| <= 2 se < the last value, fails when y_inf - 2 se > 0 (the direction
+    converges elsewhere), inconclusive otherwise (below 0 by more than 2 se: outside the quantity's range, the run
+    still approaches faster than the asymptotic rate; or an uncertainty as large as the last value).
     """
 
     invariant_rtol: float = pydantic.Field(1e-4, gt=0.0)
     bound_rtol: float = pydantic.Field(0.05, ge=0.0)
     growth_tol: float = pydantic.Field(0.3, gt=0.0)
     late_fraction: float = pydantic.Field(0.5, gt=0.0, le=1.0)
+    relax_max: float = pydantic.Field(0.05, gt=0.0, le=1.0)
 
     @property
     def title(self) -> str:
@@ -195,11 +226,13 @@ class JiTelgarskyAlignment(Theorem):
                  "adjacent layers align: sin angle(v_(i+1), u_i) <= 2 ||D_i(0)||_2 / gap_i (worst pair; measured / "
                  "bound)", rows["sin"], "<=", 1.0 + self.bound_rtol, run_notes=notes["sin"]),
             rate_over_runs(self.title, f"depth {depth}: end-to-end (W_L...W_1)^T -> SVM direction at the derived rate: "
-                           "fitted q of unit distance ~ ||w||^-q against 1/L (w has a part orthogonal to the support "
-                           "vectors) or 1 (they span R^d); wrong rates 0 (no convergence) and 1 (resp. 2)", fits,
+                           "fitted q of the direction error ~ ||w||^-q against 1/L (its part orthogonal to the support "
+                           "vectors) or 1 (none: read once the in-span part has relaxed); wrong rates 0 (no "
+                           "convergence) and 1 (resp. 2)", fits,
                            predicted, competitors, labels, [f"{late}; {n}" for n in fit_notes]),
             self._limit_verdict(f"depth {depth}: end-to-end unit distance to the SVM direction -> 0: extrapolated "
-                                "limit y_inf of y_inf + c ||w||^-q (q the derived rate), |y_inf| <= 2 se < last value",
+                                "limit y_inf of y_inf + c ||w||^-q (q the derived rate; the part orthogonal to the "
+                                "support vectors where there is one), |y_inf| <= 2 se < last value",
                                 limits, labels),
         ]
 
@@ -214,9 +247,12 @@ class JiTelgarskyAlignment(Theorem):
         notes["loss"].append(f"final L = {loss[r][-1]:.3g}")
 
     def _direction(self, run, r, Ws, depth, time, gap, window):
-        """(fit of q, predicted q, competitors, note, extrapolation or reason) of run r's end-to-end direction error
-        against ||w|| (module docstring): q = 1/L where w has a part orthogonal to every support vector (relative
-        size > 1e-8 at the last checkpoint), else 1."""
+        """(fit of q, predicted q, competitors, note, extrapolation or the reason there is none) of run r's
+        end-to-end direction error against ||w|| (module docstring). Where w has a part orthogonal to every support
+        vector (relative size > 1e-8 at the last checkpoint), that part's share ||P_K w|| / ||w|| is read: q = 1/L,
+        competitors 0 and 1, extrapolated along ||w||^(-1/L). Otherwise the whole unit distance: q = 1, competitors
+        0 and 2, extrapolated along 1/||w||, and only once the slowest in-span mode (`inspan_weight`) weighs at most
+        relax_max at the last checkpoint."""
         empty = linear_fit([], [])
         if gap is None or time is None:
             return empty, 1.0, (0.0, 2.0), "no reference recorded (reference = svm)", "no reference recorded"
@@ -229,18 +265,30 @@ class JiTelgarskyAlignment(Theorem):
         w = end_to_end(Ws)
         norm = np.linalg.norm(w, axis=1)
         A, lam = constraint_system(run, r, svm)
-        Q = np.linalg.qr(A[lam > 1e-8 * lam.max()].T)[0]
-        outside = float(np.linalg.norm(w[-1] - Q @ (Q.T @ w[-1])) / max(norm[-1], 1e-300))
-        q, comp = (1.0 / depth, (0.0, 1.0)) if outside > 1e-8 else (1.0, (0.0, 2.0))
-        keep = window & (time[r] > 1.0) & (gap[r] > 0) & (norm > 0)
-        fit = negated(linear_fit(np.log(norm[keep]), np.log(gap[r][keep])))
+        support = lam > 1e-8 * lam.max()
+        Q = np.linalg.qr(A[support].T)[0]
+        kernel = np.linalg.norm(w - (w @ Q) @ Q.T, axis=1)
+        share = kernel / np.maximum(norm, 1e-300)
+        n_sv = int(support.sum())
+        if share[-1] > 1e-8:
+            q, comp, y = 1.0 / depth, (0.0, 1.0), share
+            what = (f"part of w orthogonal to the {n_sv} support vectors, ||P_K w|| / ||w||, read (the direction "
+                    f"error's slowest part)")
+        else:
+            weight, why = inspan_weight(A[support], lam[support], svm, depth, float(time[r][-1]))
+            if weight > self.relax_max:
+                note = (f"w lies in the span of the {n_sv} support vectors; {why} > relax_max = {self.relax_max:g}: the "
+                        "in-span part has not relaxed, the asymptotic rate is not reached")
+                return empty, 1.0, (0.0, 2.0), note, note
+            q, comp, y = 1.0, (0.0, 2.0), gap[r]
+            what = f"w lies in the span of the {n_sv} support vectors, unit distance read; {why}"
+        keep = window & (time[r] > 1.0) & (y > 0) & (norm > 0)
+        fit = negated(linear_fit(np.log(norm[keep]), np.log(y[keep])))
         idx = np.flatnonzero(keep)
-        note = (f"part of w orthogonal to the {int(np.sum(lam > 1e-8 * lam.max()))} support vectors: {outside:.3g} of ||w|| "
-                f"at the end")
+        note = what
         if idx.size:
-            note += f"; unit distance {gap[r][idx[0]]:.3g} -> {gap[r][idx[-1]]:.3g} while ||w|| {norm[idx[0]]:.4g} -> " \
-                    f"{norm[idx[-1]]:.4g}"
-        return fit, q, comp, note, extrapolate(norm[keep] ** -q, gap[r][keep])
+            note += f"; {y[idx[0]]:.3g} -> {y[idx[-1]]:.3g} while ||w|| {norm[idx[0]]:.4g} -> {norm[idx[-1]]:.4g}"
+        return fit, q, comp, note, extrapolate(norm[keep] ** -q, y[keep])
 
     def _limit_verdict(self, statement, limits, labels) -> Verdict:
         """holds when every run's extrapolated limit is 0 within 2 se and 2 se is below its last value (the limit is
