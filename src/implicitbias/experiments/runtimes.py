@@ -119,13 +119,23 @@ def record_measurement(name: str, variant: str, record: dict, path: str | os.Pat
     atomically so that a reader never sees half a file."""
     if variant not in VARIANTS:
         raise ValueError(f"variant={variant!r} is not allowed: expected one of {', '.join(VARIANTS)}")
+    import fcntl
+
     path = Path(path) if path is not None else runtimes_path()
-    measurements = load_runtimes(path)
-    measurements.setdefault(name, {})[variant] = record
-    data = {"written_by": "benchmarks/bench_full_variants.py",
-            "updated": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
-            "measurements": {k: measurements[k] for k in sorted(measurements)}}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
-    os.replace(tmp, path)
+    # two benchmarks (e.g. the quick and the full variants) may finish at once: read-modify-write under a lock
+    # (the lock file lives in the temporary folder: nothing untracked appears next to the shipped file)
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    with open(Path(tempfile.gettempdir()) / f"implicitbias-runtimes-{digest}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        measurements = load_runtimes(path)
+        measurements.setdefault(name, {})[variant] = record
+        data = {"written_by": "benchmarks/bench_full_variants.py",
+                "updated": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+                "measurements": {k: measurements[k] for k in sorted(measurements)}}
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+        os.replace(tmp, path)
     return path
