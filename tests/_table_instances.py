@@ -196,12 +196,12 @@ def classification_data():
 
 @functools.cache
 def gunasekar_diagonal():
-    """Depth 2, logistic loss, alpha = 1e-5: w = 2 alpha^2 sinh(Z^T (kappa lambda + mu)) over kappa in [10, 32]
+    """Depth 2, logistic loss, alpha = 1e-5: w = 2 alpha^2 sinh(Z^T (kappa lambda + mu)) over kappa in [14, 30]
     (`l1_dual_path`: the late form of the flow, approaching the l1 max-margin direction at the theorem's rates);
     (u, v) from the conserved u v = alpha^2; the loss is that of w."""
     spec, ds = classification_data()
     alpha = 1e-5
-    return diagonal_classification_cell(l1_dual_path(ds, alpha, np.linspace(10.0, 32.0, 23)), ds, spec, alpha)
+    return diagonal_classification_cell(l1_dual_path(ds, alpha, np.linspace(14.0, 30.0, 33)), ds, spec, alpha)
 
 
 @functools.cache

@@ -112,20 +112,54 @@ def test_diagonal_classification_reaches_its_max_margin_direction(depth):
 
 @pytest.mark.xdist_group("gunasekar-classification")
 def test_a_dense_direction_is_not_the_l1_max_margin_limit():
-    # negative control: store the l2 SVM direction as the depth-2 network's final w = u^2 - v^2
+    # negative control: the depth-2 run's path replaced by the l2 SVM direction at the stored norms (w = u^2 - v^2
+    # from u v = alpha^2): the gap to the l1 LP levels off, so both rates are 0 where the theorem's are <= -delta*
+    from _table_instances import diagonal_factors
     from implicitbias.reference import max_margin_svm
 
     ctx = _classification(2)
     data = ctx.data[0]
-    w = 50.0 * max_margin_svm(data.X, data.y).w
+    svm = max_margin_svm(data.X, data.y).w
     results = ctx.results.copy(deep=True)
-    results["theta.u"].values[0] = np.sqrt(np.maximum(w, 0.0))
-    results["theta.v"].values[0] = np.sqrt(np.maximum(-w, 0.0))
-    # and a trajectory that moves away from the l1 direction as the loss falls (the stored one, reversed)
-    for name in ("trajectory.theta.u", "trajectory.theta.v"):
-        results[name].values[0] = results[name].values[0][::-1].copy()
+    u, v = results["trajectory.theta.u"].values[0], results["trajectory.theta.v"].values[0]
+    norms = np.linalg.norm(u**2 - v**2, axis=1)
+    W = norms[:, None] * svm[None] / np.linalg.norm(svm)
+    U, V = diagonal_factors(W, 0.1)
+    results["trajectory.theta.u"].values[0], results["trajectory.theta.v"].values[0] = U, V
+    results["theta.u"].values[0], results["theta.v"].values[0] = U[-1], V[-1]
     verdicts = GunasekarDiagonal().check(RunContext(ctx.runs, results, ctx.data))
     assert _predictions(verdicts) == ["fails", "fails"], [v.line() for v in verdicts]
+
+
+def test_old_checks_passed_the_item_7_negative_controls():
+    """Issue 24, item 7: the old GunasekarDiagonal checks, recomputed here, passed the negative controls of
+    tests/_controls_diagonal.py that the new ones fail: the D = 2 bound gamma_1(w) / gamma_1* >= 1 - 1 / log(||w||_inf /
+    alpha^2), the D = 2 direction's negative slope against log log(1/L), and the D = 3 slope over every late
+    checkpoint (3 were enough)."""
+    from _controls_diagonal import ALPHA_OLD, depth3_negative, old_form_path
+    from implicitbias.reference import l1_max_margin
+    from implicitbias.theorems.diagonal import stored_predictor, unit_distance
+    from implicitbias.theorems.fitting import fitted_slope
+
+    def late(ctx):
+        L = ctx.results["loss"].values[0]
+        return (L < np.log(2.0) / ctx.data[0].n) & (L > 0), L
+
+    ctx = old_form_path()
+    data = ctx.data[0]
+    Z = data.y[:, None] * data.X
+    w1 = l1_max_margin(data.X, data.y).w
+    w = stored_predictor(ctx, 0)
+    ratio = (Z @ w).min() / np.abs(w).sum() / ((Z @ w1).min() / np.abs(w1).sum())
+    assert ratio >= 1.0 - 1.0 / np.log(np.abs(w).max() / ALPHA_OLD**2)
+    keep, L = late(ctx)
+    W = stored_predictor(ctx, 0, trajectory=True)
+    dist = np.array([unit_distance(v, w1) for v in W])
+    assert keep.sum() >= 3 and fitted_slope(np.log(np.log(1.0 / L[keep])), np.log(dist[keep]))[0] < 0
+    ctx = depth3_negative()
+    keep, L = late(ctx)
+    kkt = ctx.results["kkt_stationarity"].values[0]
+    assert keep.sum() >= 3 and fitted_slope(np.log(np.log(1.0 / L[keep])), np.log(kkt[keep]))[0] < 0
 
 
 def test_separable_sparse_teacher():

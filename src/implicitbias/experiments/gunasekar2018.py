@@ -46,11 +46,14 @@ class MaxMarginDiagonalExperiment(DiagonalExperiment):
         return runs
 
 
-#: checkpoints in the loss clock s (ds = L dt): log-spaced to s = 1, then every 0.25 to s = 20 (for D >= 2 the
-#: whole margin-maximising phase, L from ~1e-2 to e^-600, takes a few units of s: log(1/L) grows exponentially in s
-#: for D = 2 and blows up at a finite s for D = 3), then log-spaced to 1e4 (D = 1: log(1/L) grows linearly in s)
+#: checkpoints in the loss clock s (ds = L dt): log-spaced to s = 1, then every 0.05 to s = 10 and every 0.25 to s = 20
+#: (for D >= 2 the whole margin-maximising phase, L from ~1e-2 to e^-600, takes a few units of s: log(1/L) grows
+#: exponentially in s for D = 2 and blows up at a finite s for D = 3, within about one unit of s, so the step 0.05
+#: gives the D = 3 trend of `GunasekarDiagonal` its >= 4 points on the last half of that phase), then log-spaced to
+#: 1e4 (D = 1: log(1/L) grows linearly in s)
 CHECKPOINTS = [float(s) for s in np.unique(np.round(np.concatenate(
-    [np.logspace(-2, 0, 9), np.arange(1.25, 20.01, 0.25), np.logspace(np.log10(25.0), 4.0, 20)]), 10))]
+    [np.logspace(-2, 0, 9), np.arange(1.05, 10.001, 0.05), np.arange(10.25, 20.01, 0.25),
+     np.logspace(np.log10(25.0), 4.0, 20)]), 10))]
 
 
 def _cells_by_depth(results) -> dict[int, object]:

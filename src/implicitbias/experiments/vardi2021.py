@@ -24,9 +24,10 @@ from implicitbias.theorems.base import RunContext, compare
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 
-#: the relative distance to w_min above which "the limit is not the minimum-norm solution" is read: 100x the
-#: accuracy of the comparison (the QP is solved to ~1e-8, its solution accurate to ~1e-6 at unit scale)
-NOT_MIN_NORM = 1e-4
+#: "the limit is not the minimum-norm solution" is read as a relative distance ||w(inf) - w_min|| / ||w_min|| above
+#: what the two errors of the comparison can explain: the certified error of the reference w_min (the QP's answer
+#: polished on its active set, with a duality-gap bound: `reference.single_neuron.certified_relu_min_norm`) plus the
+#: distance the run's final loss L leaves, sqrt(2 n L) / sigma_n(X) (`not_min_norm_threshold`)
 #: the ReLU bound is checked on at least this many seeds that reached zero loss (about 1 in 5 seeds stops at a
 #: spurious stationary point with dead points, outside the theorem's scope: 140 seeds are drawn in the quick variant)
 MIN_SEEDS = 100
@@ -172,15 +173,31 @@ def _tables(results, out_dir):
     return out
 
 
+def not_min_norm_threshold(cell, r: int) -> tuple[float, str]:
+    """(threshold, what) for run r: the relative distance to w_min that the comparison's errors can explain, the
+    certified error of w_min plus sqrt(2 n L) / sigma_n(X) (L the run's final loss: a zero-loss point's preactivations
+    pin w along the row space, as for the leaky neuron with gamma = 1), both relative to ||w_min||."""
+    from implicitbias.theorems.single_neuron import relu_min_norm_certified
+
+    ds = cell.data[r]
+    ref = relu_min_norm_certified(ds)
+    scale = float(np.linalg.norm(ref.w))
+    loss = max(float(cell.results["loss"].values[r, -1]), 0.0)
+    allowance = float(np.sqrt(2.0 * ds.n * loss) / np.linalg.svd(ds.X, compute_uv=False)[-1])
+    return (ref.error + allowance) / scale, (f"{ref.describe()}; final-loss allowance sqrt(2 n L) / sigma_n(X) = "
+                                             f"{allowance:.2g}; both relative to ||w_min|| = {scale:.4g}")
+
+
 def _claims(results):
     cell = _cell(results, "relu")
     title = "Vardi & Shamir 2021, ReLU neuron"
     nums = _relu_numbers(cell)
     r = _instance(cell)
+    threshold, what = not_min_norm_threshold(cell, r)
     statement = ("no norm describes the ReLU limit: some seed ends away from the minimum-norm solution, "
-                 "max ||w(inf) - w_min|| / ||w_min||")
-    return [compare(title, "prediction", statement, float(nums["distance"][r]), ">=", NOT_MIN_NORM,
-                    f"seed {int(nums['seed'][r])}; threshold 100x the accuracy of the comparison")]
+                 "max ||w(inf) - w_min|| / ||w_min|| above the comparison's certified error")
+    return [compare(title, "prediction", statement, float(nums["distance"][r]), ">", threshold,
+                    f"seed {int(nums['seed'][r])}; threshold: {what}")]
 
 
 VARDI = Experiment(

@@ -30,7 +30,7 @@ import threadpoolctl
 
 from implicitbias.models import DiagonalLinear
 from implicitbias.theorems.base import Theorem, Verdict
-from implicitbias.theorems.fitting import curve, final, fitted_slope, flag, initial, over_runs, run_labels
+from implicitbias.theorems.fitting import LineFit, curve, final, flag, initial, linear_fit, over_runs, rate_verdict, run_labels
 from implicitbias.theorems.frei import loss_verdict
 
 
@@ -326,27 +326,73 @@ def mirror_flow_comparison(run, r: int, time_scale: float | None = None):
 
 
 # -- Gunasekar et al. 2018: l_{2/D} max margin --------------------------------------------------------------
+#: a fitted line needs this many points: two residual degrees of freedom, so that the standard error of its slope
+#: is estimated from more than one residual
+MIN_FIT_POINTS = 4
+
+
+@functools.lru_cache(maxsize=64)
+def _lp_slack(X_bytes: bytes, y_bytes: bytes, shape: tuple) -> tuple[float, str]:
+    from implicitbias.reference import l1_max_margin
+
+    X, y = np.frombuffer(X_bytes).reshape(shape), np.frombuffer(y_bytes)
+    res = l1_max_margin(X, y)
+    w, lam = np.asarray(res.w), np.asarray(res.alphas)
+    Z = y[:, None] * X
+    scale = float(np.max(np.abs(Z.T @ lam)))
+    g = Z.T @ lam / scale  # ||Z^T lam||_inf = 1 at the LP's dual optimum
+    support = np.abs(w) > 1e-9 * np.max(np.abs(w))
+    active = lam > 1e-9 * np.max(lam)
+    off = 1.0 - np.abs(g[~support])
+    delta = float(np.min(off)) if off.size else math.inf
+    what = (f"LP: {int(support.sum())} nonzero coordinates, {int(active.sum())} points with a positive dual weight, "
+            f"smallest complementarity slack delta* = 1 - |(Z^T lambda)_j| off the support = {delta:.4g}")
+    if support.sum() != active.sum() or not delta > 1e-6:
+        return math.nan, what + "; a degenerate LP (the optimum is not a nondegenerate vertex): no derived rate"
+    return delta, what
+
+
+def l1_margin_rate(X, y) -> tuple[float, str]:
+    """(r, what) with r = min(delta*, 1) the slowest rate, in s = log(||w||_inf / alpha^2), at which the depth-2
+    diagonal network's direction approaches the l1 max-margin LP's (`GunasekarDiagonal`), and a note on the LP:
+    delta* = min_j (1 - |(Z^T lambda)_j|) over the coordinates off the LP's support, lambda the dual optimum
+    (||Z^T lambda||_inf = 1), Z = diag(y) X. r is nan where the LP is degenerate (support size != number of points
+    with a positive dual weight, or delta* = 0): its optimum is then not a nondegenerate vertex, and no rate follows.
+    Cached per data set."""
+    X, y = np.ascontiguousarray(X, np.float64), np.ascontiguousarray(y, np.float64)
+    delta, what = _lp_slack(X.tobytes(), y.tobytes(), X.shape)
+    return min(delta, 1.0), what
+
+
 class GunasekarDiagonal(Theorem):
     """Gunasekar et al. 2018 (S6, classification): for the diagonal network w = u^D - v^D trained by gradient
     flow (or GD) on separable data with the logistic or exponential loss, w(t) / ||w(t)|| converges to the
     direction of a stationary point of min ||w||_{2/D} s.t. y_i <w, x_i> >= 1. The approach is logarithmically
-    slow, so each prediction at a finite time is a rate or a fitted trend:
+    slow, so each prediction at a finite time is a rate or a fitted trend, fitted on the last half of the
+    checkpoints with L < l(0)/n (the margin-maximising regime), at distinct times, with at least MIN_FIT_POINTS = 4
+    of them (two residual degrees of freedom: the slope's standard error is estimated):
 
     D = 1: the l2 hard-margin SVM; the direction error decays like log log t / log t (Soudry et al. 2018,
         Theorem 3): || w/||w|| - w_svm/||w_svm|| || <= rate_constant x log log t / log t.
-    D = 2: the l1 max-margin predictor (a linear program; every stationary point is the global one). Along the
-        flow grad psi(w) = arcsinh(w / (2 alpha^2)) stays in the cone of the y_i x_i, so w(t) minimises Q_alpha
-        (S6) subject to its own margins; Q_alpha(w) = sum_i |w_i| (log(|w_i| / alpha^2) - 1) + O(alpha^2), i.e.
-        l1 up to a relative perturbation of order 1 / log(|w| / alpha^2). Hence the l1-normalised margin
-        gamma_1(w) = min_i y_i <w, x_i> / ||w||_1 against the LP's: gamma_1(w) / gamma_1* >= 1 - rate_constant /
-        log(||w||_inf / alpha^2); and the distance to the l1 direction decreases over the late checkpoints
-        (fitted slope of its log against log log(1/L) < 0).
+    D = 2: the l1 max-margin predictor w* (a linear program). Along the flow theta = arcsinh(w / (2 alpha^2)) =
+        Z^T nu(t) with nu >= 0 growing like kappa(t) lambda + O(1), lambda the LP's dual optimum (||Z^T lambda||_inf
+        = 1), Z = diag(y) X. On the LP's support |theta_j| = kappa + O(1) = s + O(1), s = log(||w||_inf / alpha^2);
+        off it |theta_j| = kappa (1 - delta_j) + O(1), so |w_j| / ||w||_inf ~ exp(-delta_j s) with delta_j = 1 -
+        |(Z^T lambda)_j| > 0 at a nondegenerate vertex. The active points' margins differ by O(1) while they grow
+        like ||w||_inf, an error exp(-s) relative. Hence both the direction error and the l1-normalised margin gap
+        1 - gamma_1(w) / gamma_1* (first order in the off-support mass) decay like a sum of exp(-delta_j s), at the
+        slowest at the rate r = min(delta*, 1), delta* = min_j delta_j (`l1_margin_rate`, from the LP's dual). The
+        predictions are rates: the slope of log(gap) and of log(unit-vector distance to w*) against s, with its 95%
+        confidence interval, must lie nearer -r (or below: the faster terms) than the nearest wrong rate, 0 (a limit
+        off the LP's optimum: the gap levels off), i.e. below -r/2 (`rate_verdict`). A degenerate LP gives no rate:
+        not evaluated, with the reason.
     D >= 3: min ||w||_{2/D} is not convex and has no exact reference; its stationary points are the KKT points
-        of min ||theta||^2 s.t. y_i f(x_i; theta) >= 1 in parameter space (S10), so the KKT stationarity residual
-        decreases over the late checkpoints (fitted slope of its log against log log(1/L) < 0).
-    The late checkpoints are those with L < l(0)/n (the margin-maximising regime), at distinct times.
+        of min ||theta||^2 s.t. y_i f(x_i; theta) >= 1 in parameter space (S10, Lyu & Li 2020, who give no rate),
+        so the KKT stationarity residual decreases: the slope of its log against log log(1/L), with its 95%
+        confidence interval, lies below 0 (holds), above it (fails: the residual rises at the end of the run), or
+        straddles it (inconclusive).
 
-    rate_constant: the constant of the two rate bounds (default 1, ours).
+    rate_constant: the constant of the D = 1 rate bound (default 1, ours).
     """
 
     rate_constant: float = pydantic.Field(1.0, gt=0.0)
@@ -387,15 +433,23 @@ class GunasekarDiagonal(Theorem):
         level = math.log(2.0) if run.spec.loss.name == "logistic" else 1.0
         return fresh & (L < level / run.data[r].n) & (L > 0)
 
-    def _trend(self, run, r: int, values) -> float:
-        """Slope of log(values) against log log(1/L) over run r's late checkpoints (nan with < 3 of them)."""
-        if values is None:
-            return math.nan
+    def fit_window(self, run, r: int, values) -> np.ndarray:
+        """The checkpoints a trend of run r is fitted on: the last half (rounded up) of the late checkpoints (L <
+        l(0)/n, distinct times) where `values` is finite and > 0."""
         keep = self._late(run, r) & np.isfinite(values) & (np.asarray(values) > 0)
-        if keep.sum() < 3:
-            return math.nan
-        L = np.asarray(run.results["loss"].values[r], dtype=float)[keep]
-        return fitted_slope(np.log(np.log(1.0 / L)), np.log(np.asarray(values)[keep]))[0]
+        idx = np.flatnonzero(keep)
+        out = np.zeros_like(keep)
+        out[idx[idx.size // 2:]] = True
+        return out
+
+    def _trend(self, run, r: int, x, values) -> LineFit:
+        """The least-squares line of log(values) against x over `fit_window` (the slope undefined, nan, with fewer
+        than MIN_FIT_POINTS points there)."""
+        values = np.asarray(values, dtype=float)
+        keep = self.fit_window(run, r, values)
+        if keep.sum() < MIN_FIT_POINTS:
+            return LineFit(math.nan, math.nan, math.nan, math.nan, int(keep.sum()))
+        return linear_fit(np.asarray(x, dtype=float)[keep], np.log(values[keep]))
 
     @staticmethod
     def _references(run, r: int) -> dict[str, np.ndarray] | None:
@@ -410,13 +464,8 @@ class GunasekarDiagonal(Theorem):
     def predictions(self, run) -> list[Verdict]:
         depth, T, labels = int(run.spec.model.depth), self.title, run_labels(run)
         over = functools.partial(over_runs, T, "prediction", labels=labels)
-        late = "over the checkpoints with L < l(0)/n"
         if depth >= 3:
-            kkt = curve(run.results, "kkt_stationarity")
-            slopes = [self._trend(run, r, None if kkt is None else kkt[r]) for r in range(run.n_runs)]
-            return [over(f"D = {depth}: a KKT point of the parameter-space margin problem (a stationary point of "
-                         f"||w||_(2/{depth})) is approached: slope of log(KKT stationarity residual) against log "
-                         "log(1/L)", slopes, "<", 0.0, where=late)]
+            return [self._kkt_trend(run, depth)]
         refs = [self._references(run, r) for r in range(run.n_runs)]
         finals = [None if ref is None else stored_predictor(run, r) for r, ref in enumerate(refs)]
         unseparable = [labels[r] for r, ref in enumerate(refs) if ref is None]
@@ -431,25 +480,89 @@ class GunasekarDiagonal(Theorem):
             return [over("D = 1: w/||w|| -> the l2 hard-margin SVM direction: unit-vector distance", gaps, "<=", bound,
                          note=over.keywords["note"] or "bound: rate_constant x log log t / log t at the final t "
                          "(Soudry et al. 2018)")]
-        ratio, bound, slopes = [], [], []
-        alphas = [float(spec.init_scale) for spec in run.runs]
-        for r, (w, ref, alpha) in enumerate(zip(finals, refs, alphas)):
-            if w is None:
-                ratio.append(math.nan)
-                bound.append(math.nan)
-                slopes.append(math.nan)
-                continue
-            Z = run.data[r].y[:, None] * run.data[r].X
-            ratio.append(float((Z @ w).min() / np.abs(w).sum() / ((Z @ ref["l1"]).min() / np.abs(ref["l1"]).sum())))
-            top = float(np.abs(w).max())
-            scale = math.log(top / alpha**2) if alpha > 0 and top > 0 else math.nan  # alpha = 0: no bound
-            bound.append(1.0 - self.rate_constant / scale if scale > 1.0 else math.nan)
+        return self._l1_rates(run, refs)
+
+    def _l1_rates(self, run, refs) -> list[Verdict]:
+        """The two D = 2 rate predictions (class docstring), each on the worst run."""
+        T, labels = self.title, run_labels(run)
+        statements = ("D = 2: the l1-normalised margin min_i y_i <w, x_i> / ||w||_1 approaches the l1 max-margin LP's: "
+                      "rate of log(1 - gamma_1(w) / gamma_1*) in s = log(||w||_inf / alpha^2)",
+                      "D = 2: w/||w|| approaches the l1 max-margin direction: rate of log(unit-vector distance) in "
+                      "s = log(||w||_inf / alpha^2)")
+        found: list[list[Verdict]] = [[], []]
+        for r, ref in enumerate(refs):
             W = stored_predictor(run, r, trajectory=True)
-            slopes.append(math.nan if W is None else self._trend(run, r, [unit_distance(v, ref["l1"]) for v in W]))
-        return [
-            over("D = 2: l1-normalised margin min_i y_i <w, x_i> / ||w||_1 against the l1 max-margin LP's", ratio,
-                 ">=", bound, note=over.keywords["note"] or "bound: 1 - rate_constant / log(||w||_inf / alpha^2) "
-                 "(Q_alpha is l1 up to that)"),
-            over("D = 2: w/||w|| approaches the l1 max-margin direction: slope of log(unit-vector distance) against "
-                 "log log(1/L)", slopes, "<", 0.0, where=late),
-        ]
+            why = ("data not separable: no l1 max-margin LP" if ref is None else
+                   "no stored trajectory (keep_trajectory): the rate needs w at the checkpoints" if W is None else "")
+            if why:
+                for k in range(2):
+                    found[k].append(Verdict(T, "prediction", statements[k], None, "~", None, "not_evaluated",
+                                            f"{labels[r]}: {why}"))
+                continue
+            data, alpha = run.data[r], float(run.runs[r].init_scale)
+            rate, lp = l1_margin_rate(data.X, data.y)
+            Z = data.y[:, None] * data.X
+            w1 = ref["l1"]
+            best = float((Z @ w1).min() / np.abs(w1).sum())
+            norm1 = np.abs(W).sum(axis=1)
+            top = np.abs(W).max(axis=1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gap = 1.0 - (Z @ W.T).min(axis=0) / norm1 / best
+                s = np.log(top / alpha**2)
+            dist = np.array([unit_distance(v, w1) for v in W])
+            for k, values in enumerate((gap, dist)):
+                fit = self._trend(run, r, s, values)
+                note = f"{labels[r]}; {lp}; fitted on the last half of the checkpoints with L < l(0)/n ({fit.n})"
+                if not math.isfinite(rate):
+                    found[k].append(Verdict(T, "prediction", statements[k], fit.slope, "~", None, "not_evaluated", note))
+                    continue
+                if fit.n < MIN_FIT_POINTS:
+                    note += f": fewer than {MIN_FIT_POINTS}, the slope's uncertainty cannot be estimated"
+                found[k].append(rate_verdict(T, statements[k], fit, -rate, [0.0], note=note + (
+                    f"; last value {values[np.isfinite(values)][-1]:.3g}" if np.isfinite(values).any() else "")))
+        return [_worst_rate(v) for v in found]
+
+    def _kkt_trend(self, run, depth: int) -> Verdict:
+        """D >= 3: the slope of log(KKT stationarity residual) against log log(1/L) (class docstring)."""
+        T, labels = self.title, run_labels(run)
+        statement = (f"D = {depth}: a KKT point of the parameter-space margin problem (a stationary point of "
+                     f"||w||_(2/{depth})) is approached: slope of log(KKT stationarity residual) against log log(1/L)")
+        kkt = curve(run.results, "kkt_stationarity")
+        if kkt is None:
+            return Verdict(T, "prediction", statement, None, "<", 0.0, "not_evaluated",
+                           "the KKT residual was not recorded (kkt = True)")
+        found = []
+        for r in range(run.n_runs):
+            L = np.asarray(run.results["loss"].values[r], dtype=float)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                x = np.log(np.log(1.0 / L))
+            fit = self._trend(run, r, x, kkt[r])
+            found.append(_sign_verdict(T, statement, fit, f"{labels[r]}; fitted on the last half of the checkpoints "
+                                       f"with L < l(0)/n ({fit.n}); last residual {kkt[r][np.isfinite(kkt[r])][-1]:.3g}"
+                                       if np.isfinite(kkt[r]).any() else labels[r]))
+        return _worst_rate(found)
+
+
+def _sign_verdict(theorem: str, statement: str, fit: LineFit, note: str, level: float = 0.95) -> Verdict:
+    """A fitted slope that must be negative: holds when its `level` confidence interval lies below 0, fails when it
+    lies at or above 0 (a slope of exactly 0 with no residual included: a constant), not_evaluated (inconclusive)
+    when it straddles 0 or cannot be estimated (fewer than MIN_FIT_POINTS points)."""
+    lo, hi = fit.interval(level)
+    head = f"slope {fit.slope:.4g} +- {fit.se:.2g} (SE), {level:.0%} CI [{lo:.4g}, {hi:.4g}], n = {fit.n}"
+    if fit.n < MIN_FIT_POINTS or not math.isfinite(lo):
+        return Verdict(theorem, "prediction", statement, fit.slope if math.isfinite(fit.slope) else None, "<", 0.0,
+                       "not_evaluated", f"{head}: fewer than {MIN_FIT_POINTS} points, or no residual degree of freedom, "
+                       f"so the slope's uncertainty cannot be estimated; {note}")
+    outcome = "holds" if hi < 0.0 else "fails" if lo >= 0.0 else "not_evaluated"
+    if outcome == "not_evaluated":
+        head = "inconclusive: the confidence interval straddles 0; " + head
+    return Verdict(theorem, "prediction", statement, fit.slope, "<", 0.0, outcome, f"{head}; {note}")
+
+
+def _worst_rate(verdicts: list[Verdict]) -> Verdict:
+    """The verdict of the worst run: a failure first, then an undecided one, else the largest (slowest) slope."""
+    for outcome in ("fails", "not_evaluated"):
+        hit = [v for v in verdicts if v.outcome == outcome]
+        if hit:
+            return max(hit, key=lambda v: -math.inf if v.measured is None else v.measured)
+    return max(verdicts, key=lambda v: v.measured)
