@@ -1,6 +1,13 @@
-"""Negative controls for every prediction of Frei et al. 2023, Kou et al. 2023 and Lyu & Li 2020: a hand-built
-cell (no training) that violates the prediction must get "fails", and one that satisfies it "holds", with the
-shipped thresholds. Curves follow the forms the checks read: limits approached like 1/log t, rates as powers."""
+"""Hand-built cells (no training) of Frei et al. 2023, Kou et al. 2023 and Lyu & Li 2020, and the checks' special
+cases: the builders here (`_data`, `_ctx`, `_aligned`, the curves T, LOGT) make the theorem table's nominal
+instances (tests/_table_instances.py) and the negative and positive control of every prediction
+(tests/_controls_frei.py, run by tests/test_prediction_controls.py); the tests here cover what a control does not:
+a limit approached from below, the structure of the stored W read only near a KKT point, a vacuous stable-rank
+bound, and issue 24's items 10 (the linear decision boundary read on enough inputs to pass or fail) and 12 (limits
+held to the quantity's range: the cells the old threshold passed are not converged now). Curves follow the forms
+the checks read: limits approached like 1/log t, rates as powers."""
+
+import math
 
 import numpy as np
 import pytest
@@ -11,7 +18,8 @@ from implicitbias.losses import Loss
 from implicitbias.models import TwoLayer
 from implicitbias.reference import max_margin_svm
 from implicitbias.runs import RunSpec
-from implicitbias.theorems import FreiLemma33, FreiTheorem32, FreiTheorem42, KouTheorem, LyuLiMonotoneMargin, RunContext
+from implicitbias.theorems import FreiTheorem32, KouTheorem, RunContext
+from implicitbias.theorems.fitting import extrapolated_limit
 from implicitbias.training import GD
 
 LOGISTIC = Loss(name="logistic")
@@ -63,18 +71,6 @@ def _kou(**over):
     return KouTheorem().predictions(_ctx({**good, **over}, data, KOU_MODEL, W / 4, a / 4))
 
 
-@pytest.mark.parametrize("name, bad", [
-    ("||W||_F", {"W.frobenius": 2.0 + T**0.2}),  # t^0.2 growth
-    ("L = ", {"loss": np.r_[0.69, T[1:] ** -0.75]}),  # t^-0.75 decay
-    ("leaky ReLU", {"W.stable_rank": np.full(T.size, 1.3)}),  # stuck above the limit structure's ~1.003
-    ("every point", {"margin_spread": np.r_[np.inf, 1.2 + 0.5 / LOGT[1:]]}),  # a limit of 1.2
-])
-def test_kou_negative_controls(name, bad):
-    assert _by_start(_kou(), name).outcome == "holds", _by_start(_kou(), name).line()
-    v = _by_start(_kou(**bad), name)
-    assert v.outcome == "fails", v.line()
-
-
 def test_kou_srank_rising_within_the_bound_is_inconclusive_and_rising_past_it_fails():
     # srank(W_inf) ~1.003 here, so the bound is ~1.053.  All three rise as y_inf - c / log t (c > 0):
     # limit 1.05: within the bound, holds; limit 1.15 with the last value 1.046 still within the bound: the limit
@@ -109,32 +105,6 @@ def _frei32(data=None, W=None, **over):
     return FreiTheorem32().check(_ctx({**good, **over}, data, LEAKY, W, a))
 
 
-@pytest.mark.parametrize("name, bad", [
-    ("(1)", {"margin_spread": np.r_[np.inf, np.full(T.size - 1, 1.5)]}),
-    ("(2) converges", {"kkt_stationarity": np.r_[np.nan, 0.3 + 0.3 / LOGT[1:]]}),
-    ("(3) rank(W) <= 2: sigma", {"W.sigma3_ratio": np.full(T.size, 0.5)}),
-    ("(3) rank(W) <= 2: stable", {"W.stable_rank": np.full(T.size, 6.0)}),  # possible at width 8
-    ("(4)", {"linear_agreement": np.full(T.size, 0.9)}),  # no better than the untrained network
-])
-def test_frei32_negative_controls_on_curves(name, bad):
-    good = _by_start(_frei32(), name)
-    assert good.outcome == "holds", good.line()
-    v = _by_start(_frei32(**bad), name)
-    assert v.outcome == "fails", v.line()
-
-
-def test_frei32_negative_controls_on_the_stored_W():
-    data = _data(n_test=400)
-    rng = np.random.default_rng(1)
-    W, _ = _aligned(data, 8)
-    noisy = W + 2.0 * np.linalg.norm(W[0]) * rng.standard_normal(W.shape) / np.sqrt(data.d)
-    verdicts = _frei32(W=noisy)
-    assert _by_start(verdicts, "(2) global optimum").outcome == "fails"  # averaging the groups helps the margin
-    assert _by_start(verdicts, "(3) all positive").outcome == "fails"
-    for v in (_by_start(_frei32(), "(2) global optimum"), _by_start(_frei32(), "(3) all positive")):
-        assert v.outcome == "holds", v.line()
-
-
 def test_frei32_structure_of_the_stored_W_is_read_only_near_a_kkt_point():
     # the same noisy W, but the run's final KKT residual is 0.3 (plain GD after 1e5 steps on frei2023-kkt: 0.28):
     # the final W is not yet the KKT point whose structure (2) and (3) describe
@@ -157,43 +127,115 @@ def test_frei32_stable_rank_is_not_evaluated_where_vacuous():
     assert v.outcome == "not_evaluated" and "vacuous" in v.note
 
 
-# -- Frei et al. 2023, Theorem 4.2 and Lemma 3.3 --------------------------------------------------------
-def _frei42(width=8, **over):
-    model = TwoLayer(width=width, activation="smooth_leaky_relu", gamma=0.9, outer_signs="balanced")
-    data = _data()
-    W, a = np.zeros((width, data.d)), np.r_[np.ones(width // 2), -np.ones(width // 2)] / np.sqrt(width)
-    good = {"loss": np.r_[0.69, 0.1 / T[1:]], "W.spectral": 1e-3 + np.log1p(T), "W.frobenius": 1e-5 + np.log1p(T),
-            "W.stable_rank": np.r_[0.8 * width, np.full(T.size - 1, 1.5)]}
-    return FreiTheorem42().predictions(_ctx({**good, **over}, data, model, W, a, lr=0.1))
+# -- issue 24, item 12: a limit is held to the quantity's range, and read between the last value and the fit ----
+def _old_limit_outcome(time, curves, bound, start=2.0):
+    """The former reading (before issue 24) on the checkpoints from t = start: the worst run is the one with the
+    largest extrapolated y_inf (the fit alone), which holds when y_inf <= bound (inconclusive when some run's
+    y_inf +- 2 se straddles it)."""
+    fits = [extrapolated_limit(time, y, time > start) for y in curves]
+    worst = max(fits, key=lambda f: f.y_inf)
+    if any(f.y_inf - 2 * f.se <= bound < f.y_inf + 2 * f.se for f in fits):
+        return "not_evaluated"
+    return "holds" if worst.y_inf <= bound else "fails"
 
 
-@pytest.mark.parametrize("name, bad", [
-    ("the training loss", {"loss": np.r_[0.69, 0.1 + 0.1 / T[1:]]}),  # levels off at 0.1
-    ("||W(t)||_2", {"W.spectral": 5.0 - 4.0 / (1.0 + T)}),  # bounded
-    ("srank", {"W.stable_rank": np.r_[50.0, np.full(T.size - 1, 20.0)]}),  # width 64, srank 20
+def _runs(curves_by_run, width=16, loss=None):
+    """A Theorem 3.2 cell of len(curves_by_run) runs (init scales 1, 0.1, ...) of the aligned network at `width`,
+    every other curve converged; `curves_by_run`: {name: (run, checkpoint)}."""
+    from _table_instances import cell
+
+    data = _data(n_test=400)
+    model = TwoLayer(width=width, activation="leaky_relu", gamma=0.9, outer_signs="balanced")
+    W, a = _aligned(data, width)
+    a = a / np.sqrt(width)
+    runs = len(next(iter(curves_by_run.values())))
+    z = W.T @ a
+    good = {"loss": np.r_[0.69, 0.5 / T[1:]] if loss is None else loss, "margin_spread": np.r_[np.inf, 1.0 + 0.3 / LOGT[1:]],
+            "kkt_stationarity": np.r_[np.nan, 0.3 / LOGT[1:]], "W.sigma3_ratio": 0.1 / LOGT,
+            "W.stable_rank": np.r_[7.5, 1.0 + 0.5 / LOGT[1:]], "linear_agreement": np.r_[0.9, np.ones(T.size - 1)],
+            "z_margin": np.full(T.size, np.min(data.y * (data.X @ z)) / np.linalg.norm(z))}
+    specs = [RunSpec(model=model, data=NearlyOrthogonal(n=data.n, d=data.d), loss=LOGISTIC, method=GD(lr=1.0), seed=0,
+                     init_scale=10.0**-k) for k in range(runs)]
+    curves = {**good, **curves_by_run}
+    return cell(specs, [data] * runs, curves, {"theta.W": np.stack([W] * runs), "const.a": np.stack([a] * runs)}, T)
+
+
+def test_limit_not_converged_stable_rank_is_the_worst_run():
+    """The issue's example (Theorem 3.2, srank <= 2 over four init scales): a run ending at stable rank 14.36, still
+    falling, whose fit y_inf + c / log t extrapolates to -18.3, below the floor of 1, beside three converged runs.
+    The old reading took the largest y_inf as the worst run, a converged one, and passed the cell. Now the falling
+    run's limit lies in [1, 14.36], across the bound 2.1: the run has not converged, the cell is not_evaluated, and
+    that run is the one reported."""
+    c = (14.36 + 18.3) * math.log(T[-1])
+    bad = np.minimum(-18.3 + c / LOGT, 32.0)  # 26.7 at t = 4329, where the loss falls below l(0)/n; srank <= m = 32
+    good = 1.0 + 0.5 / LOGT
+    srank = np.stack([bad, good, good, good])
+    loss = np.where(T < 4000.0, 0.2, 50.0 / np.maximum(T, 1.0))  # below l(0)/n = log(2)/4 from t = 4329 on
+    assert _old_limit_outcome(T, srank, 2.1, start=4000.0) == "holds"
+    assert extrapolated_limit(T, bad, T > 4000.0).y_inf == pytest.approx(-18.3)
+    v = _by_start(FreiTheorem32().check(_runs({"W.stable_rank": srank}, width=32, loss=loss)), "(3) rank(W) <= 2: stable")
+    assert v.outcome == "not_evaluated" and "not converged" in v.note and "run 0" in v.note.split(";")[0], v.line()
+    assert "outside the range [1, 32]" in v.note and v.measured == pytest.approx(14.36), v.line()
+
+
+@pytest.mark.parametrize("name, statement, y_inf, last, bound", [
+    ("margin_spread", "(1)", 0.86, 1.2, 1.05),  # the issue's spread extrapolated to 0.86
+    ("W.sigma3_ratio", "(3) rank(W) <= 2: sigma", -0.083, 0.12, 0.05),  # frei2023-kkt --quick's -0.083
+    ("kkt_stationarity", "(2) converges", -0.3, 0.2, 0.05),
 ])
-def test_frei42_negative_controls(name, bad):
-    assert _by_start(_frei42(64), name).outcome == "holds", _by_start(_frei42(64), name).line()
-    v = _by_start(_frei42(64, **bad), name)
-    assert v.outcome == "fails", v.line()
+def test_limit_not_converged_below_the_range(name, statement, y_inf, last, bound):
+    """A run still above the bound at its last checkpoint, falling, whose extrapolation leaves the quantity's range:
+    the old reading passed it on the extrapolation; its limit lies between the range's end and the last value,
+    across the bound: not converged, not_evaluated (Theorem 3.2 gives no time by which the limit is reached)."""
+    y = y_inf + (last - y_inf) * math.log(T[-1]) / LOGT
+    assert _old_limit_outcome(T, y[None], bound) == "holds"
+    v = _by_start(_frei32(**{name: y}), statement)
+    assert v.outcome == "not_evaluated" and "not converged" in v.note and "outside the range" in v.note, v.line()
 
 
-def test_frei_lemma33_negative_control():
-    ok = FreiLemma33().check(_ctx({"loss": np.full(T.size, 0.5)}, _data(), LEAKY, np.zeros((8, 20_000)), np.ones(8)))
-    assert ok[-1].outcome == "holds"
-    twin = _data()
-    twin = Dataset(X=np.r_[twin.X[:3], twin.X[:1]], y=np.array([1.0, -1.0, 1.0, -1.0]))  # x_4 = x_1
-    bad = FreiLemma33().check(_ctx({"loss": np.full(T.size, 0.5)}, twin, LEAKY, np.zeros((8, 20_000)), np.ones(8)))
-    assert bad[-1].outcome == "fails"
+def test_limit_fast_approach_within_the_bound_holds():
+    """frei2023-kkt --quick, normalised GD: sigma_3/sigma_1 falls fast (here 0.3 t^-1/2) to 0.001 at the last
+    checkpoint, and its 1/log t fit extrapolates below 0 (a faster approach overshoots). The limit lies in
+    [0, 0.001], inside the bound 0.05: the run holds on its last value, with the out-of-range fit said in the note."""
+    y = 0.3 / np.sqrt(np.maximum(T, 1.0))
+    assert extrapolated_limit(T, y, T > 2.0).y_inf < 0
+    v = _by_start(_frei32(**{"W.sigma3_ratio": y}), "(3) rank(W) <= 2: sigma")
+    assert v.outcome == "holds" and "outside the range [0, 1]" in v.note, v.line()
 
 
-# -- Lyu & Li 2020 -------------------------------------------------------------------------------------
-@pytest.mark.parametrize("margin, outcome", [(1.0 - 0.5 / (1.0 + np.log1p(T)), "holds"),
-                                             (np.r_[1.0 - 0.5 / (1.0 + np.log1p(T[:8])), np.full(5, 0.7)], "fails")])
-def test_lyu_li_negative_control(margin, outcome):
-    rho = 1.0 + 3.0 * np.log1p(T)
-    q = margin * rho
-    data = _data()
-    ctx = _ctx({"loss": np.log1p(np.exp(-q)), "param_norm": rho, "normalized_margin": margin}, data, LEAKY,
-               np.zeros((8, data.d)), np.ones(8))
-    assert [v.outcome for v in LyuLiMonotoneMargin().predictions(ctx)] == [outcome] * 2
+# -- issue 24, item 10: the linear decision boundary on enough inputs -------------------------------------------
+def _xor_data():
+    from implicitbias.data import NoisyXor
+
+    return NoisyXor(n=6, d=4000, n_test=300).generate(0)
+
+
+def _xor_cell(W):
+    """A noisy 2-XOR run (n = 6, d = 4000, 300 test points as frei2023-xor --quick) ending at W, from the init of
+    seed 0 at scale 1e-3; returns the context, the outer layer and the model."""
+    a = np.r_[np.ones(10), -np.ones(10)] / np.sqrt(20)
+    model = TwoLayer(width=20, activation="leaky_relu", gamma=0.9, outer_signs="balanced")
+    ctx = _ctx({"loss": np.r_[0.69, 0.5 / T[1:]]}, _xor_data(), model, W, a)
+    return RunContext(runs=[ctx.runs[0].replace(init_scale=1e-3)], results=ctx.results, data=ctx.data), a, model
+
+
+def test_linear_rule_xor_can_pass_and_fail():
+    """frei2023-xor's claim: on the 300 test points the untrained network disagreed with its linear part on k0 = 3,
+    where k <= k0 - 2 sqrt(k0) < 0 could never pass (the old claim said not_evaluated on every run). On 10^5 inputs
+    from the 2-XOR distribution k0 is in the hundreds: a linear network (every neuron along one direction, sign
+    matching its outer weight) holds with k = 0, and a network no more linear than an untrained one fails."""
+    from implicitbias.experiments.frei2023 import _linear_rule_claim
+    from implicitbias.theorems.frei import initial_W, two_layer_outputs
+
+    data = _xor_data()
+    v = data.info["mu1"] / np.linalg.norm(data.info["mu1"])
+    linear = 5.0 * np.r_[np.ones(10), -np.ones(10)][:, None] * v[None, :]
+    ctx, a, model = _xor_cell(linear)
+    W0 = initial_W(ctx, 0)
+    k0_test = int(np.sum(np.sign(two_layer_outputs(model, 0.9, W0, a, data.X_test)) != np.sign(data.X_test @ (W0.T @ a))))
+    assert k0_test <= 4  # the old claim: not_evaluated for k0 <= 4 test points (k0 - 2 sqrt(k0) <= 0)
+    ok = _linear_rule_claim("T", ctx)
+    assert ok.outcome == "holds" and ok.measured == 0.0 and "of 100000" in ok.note, ok.line()
+    untrained_like = W0 / np.linalg.norm(W0) * np.linalg.norm(linear)  # W(0)'s directions at the trained norm
+    bad = _linear_rule_claim("T", _xor_cell(untrained_like)[0])
+    assert bad.outcome == "fails", bad.line()
