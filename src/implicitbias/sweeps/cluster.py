@@ -14,7 +14,11 @@
       walltime: "04:00:00"
       queue: normal
 
-The same `implicitbias.sweeps.sweep.run_sweep` drives all three.
+The same `implicitbias.sweeps.sweep.run_sweep` drives all three.  Everything a user gives is checked before
+anything starts (`check_scheduler`, `read_cluster_file`: one-line errors, exit 2); a cluster that gives no worker
+within `WORKER_TIMEOUT_S` ends with what is missing (`wait_for_workers`, with the batch queue's state); the
+dashboard and a local cluster listen on 127.0.0.1 only (`DASHBOARD_ADDRESS`); `close` turns a failure to shut
+down into a warning.
 """
 
 from __future__ import annotations
@@ -183,7 +187,7 @@ def local_client(n_workers: int, *, dashboard: bool = True, dashboard_address: s
             cluster = LocalCluster(
                 n_workers=n_workers, threads_per_worker=1, processes=True, env=dict(SINGLE_THREAD_ENV),
                 host="127.0.0.1", dashboard_address=dashboard_address if dashboard and _has_bokeh() else "",
-                silence_logs=40,
+                silence_logs=50,  # CRITICAL only: a failed task is reported by the sweep, with its runs
             )
     except (OSError, RuntimeError, TimeoutError) as exc:
         raise ResourceError(f"the local Dask cluster of {n_workers} workers did not start ({exc}); --workers 0 trains "
