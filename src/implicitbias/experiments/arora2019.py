@@ -165,13 +165,15 @@ ARORA = FactorizationExperiment(
         data=MatrixCompletion(d=100, rank=5, n=2000, encoding="entries"),
         loss=Loss(name="square"),
         method=GradientFlow(rtol=1e-6),
-        stop=Stop(loss_tol=1e-10, max_time=1e6),
-        init_scale=0.1,
+        # depth 4 from alpha = 1e-6 per factor (W(0) = 1e-24 G) leaves the origin at t ~ alpha^-(N-2) ~ 1e12
+        stop=Stop(loss_tol=1e-10, max_time=1e16),
+        init_scale=1e-3,
         checkpoints=15,
         kkt=False,
-        grid={"data.n": [2000, 3000, 5000], "model.depth": [1, 2, 3, 4]},
+        grid={"data.n": [2000, 5000], "model.depth": [1, 2, 3, 4], "init_scale": [1e-3, 1e-4, 1e-5, 1e-6]},
     ),
-    quick={"model.dim": 20, "data.d": 20, "data.rank": 2, "data.n": 60, "checkpoints": 10,
+    quick={"model.dim": 20, "data.d": 20, "data.rank": 2, "data.n": 60, "checkpoints": 10, "init_scale": 0.1,
+           "stop": {"loss_tol": 1e-10, "max_time": 1e6},
            "grid": {"data.n": [60, 120], "model.depth": [2, 3]}},
     figures=(Figure("deep_completion", "Left: relative reconstruction error against the number of observed entries "
                     "at the smallest init, one curve per depth and the minimum-nuclear-norm completion. Middle and "
@@ -180,10 +182,12 @@ ARORA = FactorizationExperiment(
     theorems=_theorems,
     claims=_claims,
     tables=_tables,
-    settings_source="From the paper: 100 x 100, rank 5, n = 2000..5000 observed entries, depths 2-4 (and 1). Ours: "
-                    "gradient flow (RKC, rtol 1e-6) instead of GD, balanced init with alpha = 0.1 per factor "
-                    "(W(0) = alpha^N G), loss 1e-10 or t = 1e6, one data set per n. Quick: 20 x 20, rank 2, "
-                    "n = 60 and 120, depths 2 and 3 (the two the claims compare; the claims are read at n = 120, the "
+    settings_source="From the paper: 100 x 100, rank 5, n = 2000 and 5000 observed entries, depths 2-4 (and 1), "
+                    "inits 1e-3 to 1e-6. Ours: gradient flow (RKC, rtol 1e-6) instead of GD, balanced init with "
+                    "alpha = 1e-3..1e-6 per factor (W(0) = alpha^N G, G with entries N(0, 1/d), so a factor's "
+                    "entries are ~alpha/sqrt(d)), loss 1e-10 or t = 1e16, one data set per n. Quick: 20 x 20, "
+                    "rank 2, alpha = 0.1, loss 1e-10 or t = 1e6, n = 60 and 120, depths 2 and 3 (the two the claims "
+                    "compare; the claims are read at n = 120, the "
                     "smallest n above the 76 degrees of freedom of a rank-2 20 x 20 matrix).",
 )
 
