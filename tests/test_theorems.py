@@ -94,6 +94,22 @@ def test_fitted_slope_and_late_window():
     assert keep.tolist() == [False, False, False, True, False, True]
 
 
+def test_extrapolated_limit_is_held_to_the_range_and_bracketed_by_the_last_value():
+    from implicitbias.theorems.fitting import Limit, extrapolated_limit, quantity_range
+
+    t = np.logspace(1, 5, 9)
+    exact = extrapolated_limit(t, 1.2 + 0.5 / np.log(t), lo=1.0, hi=np.inf)
+    assert exact.y_inf == pytest.approx(1.2) and exact.se == pytest.approx(0.0, abs=1e-12) and not exact.outside
+    assert exact.bracket() == pytest.approx((1.2, 1.2 + 0.5 / np.log(1e5)))  # between y_inf and the last value
+    fast = extrapolated_limit(t, 1.0 + 3.0 * t**-0.5, lo=1.0, hi=np.inf)  # faster than 1/log t: overshoots below 1
+    assert fast.outside and fast.bracket() == pytest.approx((1.0, 1.0 + 3.0 * 10**-2.5))
+    rising = Limit(y_inf=2.0, se=0.1, c=-1.0, last=1.5, lo=1.0, hi=3.0)
+    assert rising.bracket() == pytest.approx((1.5, 2.2)) and "the limit lies in [1.5, 2.2]" in rising.describe()
+    assert quantity_range("W.stable_rank") == (1.0, np.inf) and quantity_range("kkt_stationarity") == (0.0, 1.0)
+    with pytest.raises(KeyError, match="no range declared"):
+        quantity_range("W.frobenius")
+
+
 def test_worst_case_over_runs_names_the_failing_run():
     v = over_runs("T", "prediction", "spread", [1.0, 1.2, 1.01], "<=", 1.05)
     assert v.outcome == "fails" and v.measured == pytest.approx(1.2) and "run 1" in v.note
