@@ -410,11 +410,11 @@ def _smallest(run) -> np.ndarray:
 
 def _excess_trend(theorem: str, run, ratio: np.ndarray, floor: float) -> Verdict:
     """ratio -> 1 as alpha -> 0 at a power of alpha, per trial (`approach_verdict`: exponent of ratio - 1 against
-    alpha with a 95% CI above 0, extrapolated limit of ratio = r_inf + c alpha^q within 2 se of 1)."""
+    alpha with a 95% CI above 0, profile interval of the extrapolated limit of ratio = r_inf + c alpha^q reaching 1)."""
     trials = np.array([spec.trial for spec in run.runs])
     return approach_verdict(theorem, "the excess ratio - 1 vanishes as a power of alpha: exponent of ratio - 1 "
                             "against alpha (95% CI above 0) and extrapolated limit of ratio = r_inf + c alpha^q "
-                            "(within 2 se of 1)", run_alphas(run), ratio, 1.0, trials, floor=floor)
+                            "(profile interval reaching 1)", run_alphas(run), ratio, 1.0, trials, floor=floor)
 
 
 class GunasekarCommuting(Theorem):
@@ -430,8 +430,8 @@ class GunasekarCommuting(Theorem):
     as a power of alpha (in the eigenbasis of the A_i the flow is exponentiated gradient, w = alpha^2 exp(-4 A^T
     int r / n), whose limit is a linear program regularised by an entropy of weight 1 / ln(1/alpha^2); that error
     falls like exp(-c ln(1/alpha^2)) = alpha^(2c), Cominetti & San Martin 1994): `approach_verdict`, per trial, the
-    exponent's 95% CI above 0 (the wrong rate: a ratio that levels off) and the extrapolated limit of
-    ratio = r_inf + c alpha^q within 2 se of 1.
+    exponent's 95% CI above 0 (the wrong rate: a ratio that levels off) and the profile interval of the
+    extrapolated limit of ratio = r_inf + c alpha^q reaching 1.
     commute_tol: commuting and symmetric means the relative commutator and asymmetry are <= commute_tol.
     loss_tol: the limits interpolate when the final loss <= loss_tol.
     floor: an excess ratio - 1 below this (the comparison's accuracy: cvxpy's relative tolerance) is left out of the
@@ -618,8 +618,9 @@ class LiIncremental(Theorem):
     wrong reading: a plateau whose length does not depend on alpha);
     (4) the path converges to GLRL's: the closest approach d_k(alpha) = min_t ||W(t) - W_k|| / ||W_k|| to every
     saddle k < r (W_r = W* is where the run ends, its distance set by the stopping loss) vanishes as a power of
-    alpha: `approach_verdict` (exponent CI above 0, the nearest wrong rate, and the extrapolated limit of
-    d = d_inf + c alpha^q within 2 se of 0), per trial and saddle, the worst reported.
+    alpha: `approach_verdict` (exponent CI above 0, the nearest wrong rate, and the profile interval of the
+    extrapolated limit of d = d_inf + c alpha^q reaching 0), per trial and saddle, the worst reported; W(t) is taken
+    linear between checkpoints (`closest_approach`).
     settle: the r-th singular value has settled when the final loss <= settle x L(W_(r-1)), the loss at GLRL's
         last saddle before W*: missing a fraction e of the r-th component costs ~e^2 L(W_(r-1)), so 1e-4 reads
         sigma_r to ~1%, which moves t_r by ~2 e / (2 sigma_r) (a few 0.01 time units) - far below the plateaus'
@@ -724,5 +725,5 @@ class LiIncremental(Theorem):
         smallest = "; ".join(", ".join(f"{x:.3g}" for x in dist[i, : r - 1]) for i in at)
         return dataclasses.replace(worst, statement="the path converges to GLRL's: the closest approach min_t ||W(t) "
                                    "- W_k|| / ||W_k|| to every saddle k < r vanishes as a power of alpha (exponent CI "
-                                   "above 0, extrapolated limit within 2 se of 0)",
+                                   "above 0, extrapolated limit's profile interval reaching 0)",
                                    note=worst.note + f"; distances at the smallest alpha: {smallest}")
