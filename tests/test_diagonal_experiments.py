@@ -205,18 +205,54 @@ def test_transition_width():
     assert np.isnan(transition_width(alpha, np.ones_like(alpha)))
 
 
-def test_limit_trend_uses_only_distances_above_the_flow_error():
-    from implicitbias.experiments.woodworth2020 import limit_trend
+ALPHA_GRID = np.logspace(-3, 1, 17)  # 4 per decade, as the quick variant's
 
-    alpha = np.logspace(-3, 2, 10)
-    rich = 0.5 * alpha**0.8  # shrinks like a power of alpha as alpha -> 0
-    accuracy = np.full(10, 1e-8)
-    slope, used = limit_trend(alpha, rich, accuracy, "rich")
-    assert used == 5 and slope == pytest.approx(0.8)
-    # negative control: a distance that grows as alpha -> 0 gives a negative slope (the claim "> 0" fails)
-    assert limit_trend(alpha, 1 / rich, accuracy, "rich")[0] < 0
-    # distances at the level of the flow's error are not a trend
-    assert np.isnan(limit_trend(alpha, 2 * accuracy, accuracy, "kernel")[0])
+
+def _rate(measured, predicted, side, error=1e-9):
+    from implicitbias.experiments.woodworth2020 import regime_rate
+
+    return regime_rate("rate", ALPHA_GRID, measured, predicted, np.full(ALPHA_GRID.size, error), side).outcome
+
+
+def test_regime_rates_follow_the_closed_form_and_reject_what_the_old_sign_tests_passed():
+    """Issue 24, item 8: the old claims were "slope of log distance against log alpha > 0 (rich) / < 0 (kernel)" on
+    the smaller / larger half of the grid, the kernel one on 1 or 2 points. A distance to the min-l1 interpolator
+    falling like alpha^0.2 where the closed form's falls like alpha^0.9, and one to the min-l2 interpolator falling
+    like alpha^-0.5 where the closed form's falls like alpha^-4, passed them; both fail now."""
+    rich, kernel = ALPHA_GRID < 0.1, ALPHA_GRID > 0.1
+    closed_l1, closed_l2 = 0.5 * ALPHA_GRID**0.9, 1e-3 * ALPHA_GRID**-4.0
+    assert _rate(closed_l1 * (1 + 1e-10), closed_l1, rich) == "holds"
+    assert _rate(closed_l2 * (1 + 1e-10), closed_l2, kernel) == "holds"
+    slow_l1, slow_l2 = 0.5 * ALPHA_GRID**0.2, 1e-3 * ALPHA_GRID**-0.5
+    assert np.polyfit(np.log(ALPHA_GRID[rich]), np.log(slow_l1[rich]), 1)[0] > 0  # the old rich check passed
+    assert np.polyfit(np.log(ALPHA_GRID[kernel][:2]), np.log(slow_l2[kernel][:2]), 1)[0] < 0  # the old kernel one
+    assert _rate(slow_l1, closed_l1, rich) == "fails"
+    assert _rate(slow_l2, closed_l2, kernel) == "fails"
+    # fewer than 4 distances above 10 x the flow's error: no verdict
+    assert _rate(closed_l2, closed_l2, kernel, error=closed_l2[kernel][3] / 10) == "not_evaluated"
+
+
+def test_recovery_and_sharpness_claims_against_the_closed_form():
+    """Issue 24, item 8: the old recovery claim compared the teacher error at the smallest and the largest alpha
+    (0.6 < 0.91 passed); now the smallest alpha's must lie nearer the min-l1 interpolator's error than the min-l2
+    one's. The old sharpness claim passed any W_3 < W_2; now the widths' uncertainties must not overlap."""
+    from implicitbias.experiments.woodworth2020 import recovery_claims, sharper_claim
+
+    err = np.linspace(0.6, 0.912, 9)
+    assert err[0] < err[-1]  # the old claim passed
+    assert [v.outcome for v in recovery_claims(2, err, 0.0, 0.912)] == ["fails", "holds"]
+    assert [v.outcome for v in recovery_claims(2, np.r_[0.01, err[1:]], 0.0, 0.912)] == ["holds", "holds"]
+    assert [v.outcome for v in recovery_claims(2, np.r_[0.01, err[1:-1], 0.3], 0.0, 0.912)] == ["holds", "fails"]
+    assert sharper_claim({2: (1.41, 0.16, ""), 3: (0.55, 0.03, "")}).outcome == "holds"
+    assert sharper_claim({2: (1.41, 0.16, ""), 3: (1.3, 0.03, "")}).outcome == "not_evaluated"  # old: 1.3 < 1.41
+    assert sharper_claim({2: (1.41, 0.16, ""), 3: (1.7, 0.03, "")}).outcome == "fails"
+
+
+def test_crossover():
+    from implicitbias.experiments.woodworth2020 import crossover
+
+    assert crossover(ALPHA_GRID, ALPHA_GRID, np.ones_like(ALPHA_GRID)) == pytest.approx(1.0)
+    assert np.isnan(crossover(ALPHA_GRID, np.ones_like(ALPHA_GRID), 2 * np.ones_like(ALPHA_GRID)))
 
 
 def test_displacement_parametrisation_is_the_same_flow():

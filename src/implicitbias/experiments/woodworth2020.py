@@ -6,7 +6,11 @@ by gradient flow on the square loss until it interpolates, over a dense log grid
 alpha of a depth is one cell). Checked: the limit is argmin Q_alpha^D s.t. Xw = y at every alpha (Theorem 1;
 Sec. 5 for D = 3), it tends to the min-l1 interpolator as alpha -> 0 and to the min-l2 one as alpha -> infinity,
 the error to w* shows the kernel/rich transition (sharper for D = 3), and the stored trajectory is the mirror
-flow with the hyperbolic-entropy potential (Sec. 4).
+flow with the hyperbolic-entropy potential (Sec. 4). The regime claims are read against the closed form (the
+Q_alpha^D minimisers on the same alphas): the rates at which the GF limits approach the min-l1 and min-l2
+interpolators on either side of their crossover (`regime_rate`), the teacher errors at the ends of the grid against
+the two interpolators' (`recovery_claims`), and the transition widths with the uncertainty of the grid and of the
+flow (`sharper_claim`).
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ from implicitbias.experiments.figures import finish, panels
 from implicitbias.experiments.figures import write_dict_csv as _write_csv
 from implicitbias.losses import Loss
 from implicitbias.models import DiagonalLinear
-from implicitbias.theorems.base import RunContext, compare
-from implicitbias.theorems.fitting import fitted_slope
+from implicitbias.theorems.base import RunContext, Verdict, compare
+from implicitbias.theorems.fitting import linear_fit, rate_verdict
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 
@@ -56,10 +60,12 @@ STOP = Stop(loss_tol=1e-16, max_time=1e6)
 #: 1e-10; and at small alpha the last directions of the residual decay at a rate ~ alpha^4, hence t up to 1e8
 DEPTH_3 = {"model.depth": 3, "method.rtol": 1e-10, "stop.max_time": 1e8}
 ALPHAS = [float(a) for a in np.logspace(-3, 2, 26)]  # 5 per decade, 1e-3 .. 1e2
-QUICK_ALPHAS = [float(a) for a in np.logspace(-3, 2, 11)]
-#: D = 3 from 1e-2: its transition is over by then, and below it the flow needs t ~ 1e8 (two runs were 24 of
-#: the quick variant's 32 s)
-QUICK_ALPHAS_D3 = QUICK_ALPHAS[2:]
+#: quick: 4 per decade, so that each side of the kernel/rich crossover has >= MIN_FIT_POINTS alphas whose distance to
+#: its limit interpolator is above the flow's error (the regime rates of `regime_claims`): D = 2 over 1e-3 .. 1e2
+QUICK_ALPHAS = [float(10.0 ** (k / 4.0)) for k in range(-12, 9)]
+#: D = 3 over 10^-1.75 .. 10 (its crossover is near 0.2; below 10^-1.75 the flow needs t ~ 1e7 and more, and above 10
+#: every distance to the min-l2 interpolator is at the flow's error)
+QUICK_ALPHAS_D3 = [float(10.0 ** (k / 4.0)) for k in range(-7, 5)]
 
 
 def _cells_by_depth(results) -> dict[int, object]:
@@ -87,11 +93,27 @@ def summary_rows(cell) -> list[dict]:
             "teacher_error": relative_distance(w, run.data[r].info["w_star"]),
             "distance_l1": relative_distance(w, refs["l1"]), "distance_l2": relative_distance(w, refs["l2"]),
             "distance_q_alpha": np.nan if isinstance(q, Exception) else relative_distance(w, q.w),
+            # the closed-form predictions at this alpha (the Q_alpha^D minimiser w_alpha) and the flow's error against
+            # it relative to each reference: |d(w_GF) - d(w_alpha)| <= ||w_GF - w_alpha|| / ||ref|| (triangle)
+            **_closed_form(w, q, refs, run.data[r].info["w_star"]),
             "l1_l2_sparsity": float(np.abs(w).sum() ** 2 / (w @ w)),
             "final_loss": float(ds["loss"].values[r, -1]), "time": float(ds["time"].values[r, -1]),
             "grad_evals": int(ds["grad_evals"].values[r, -1]),
         })
     return rows
+
+
+def _closed_form(w, q, refs, star) -> dict:
+    """The closed-form quantities of one run (see `summary_rows`)."""
+    from implicitbias.theorems.diagonal import relative_distance
+
+    if isinstance(q, Exception):
+        return {k: np.nan for k in ("q_teacher_error", "q_distance_l1", "q_distance_l2", "flow_error_teacher",
+                                    "flow_error_l1", "flow_error_l2")}
+    gap = float(np.linalg.norm(w - q.w))
+    return {"q_teacher_error": relative_distance(q.w, star), "q_distance_l1": relative_distance(q.w, refs["l1"]),
+            "q_distance_l2": relative_distance(q.w, refs["l2"]), "flow_error_teacher": gap / np.linalg.norm(star),
+            "flow_error_l1": gap / np.linalg.norm(refs["l1"]), "flow_error_l2": gap / np.linalg.norm(refs["l2"])}
 
 
 def _column(rows, name) -> np.ndarray:
@@ -207,53 +229,168 @@ def transition_width(alpha, error, low: float = 0.1, high: float = 0.9) -> float
     return float(crossings[1] - crossings[0])
 
 
-#: a distance is used in a trend only if it is this many times the flow's measured error at that alpha (its
-#: distance to the exact Q_alpha minimiser): below, the distance is the integration error, not the regime
+#: a distance is used in a regime rate only if it is this many times the flow's error there (its distance to the
+#: exact Q_alpha minimiser, relative to the same reference): below, the distance is the integration error, not the
+#: regime
 TREND_MARGIN = 10.0
+#: a fitted line needs this many points: two residual degrees of freedom, so that the slope's standard error is
+#: estimated from more than one residual
+MIN_FIT_POINTS = 4
+TITLE = "Woodworth et al. 2020, kernel and rich regimes"
 
 
-def limit_trend(alpha, distance, accuracy, side: str) -> tuple[float, int]:
-    """(fitted slope of log distance against log alpha, number of points) over the smaller ("rich") or larger
-    ("kernel") half of the alpha grid, on the points whose distance is above TREND_MARGIN x `accuracy` (the flow's
-    error there); nan with fewer than 2 such points."""
-    alpha, distance, accuracy = (np.asarray(v, float) for v in (alpha, distance, accuracy))
-    half = len(alpha) // 2
-    window = slice(0, half) if side == "rich" else slice(len(alpha) - half, len(alpha))
-    a, dist, acc = alpha[window], distance[window], accuracy[window]
-    keep = dist > TREND_MARGIN * np.where(np.isfinite(acc), acc, np.inf)
-    if keep.sum() < 2:
-        return np.nan, int(keep.sum())
-    return fitted_slope(np.log(a[keep]), np.log(dist[keep]))[0], int(keep.sum())
+def crossover(alpha, d_l1, d_l2) -> float:
+    """The alpha where the distances to the min-l1 and min-l2 interpolators cross (log d_l1 - log d_l2 changes sign
+    from - to +, interpolated linearly in log alpha; the first such crossing), the boundary between the rich and the
+    kernel side; nan without a crossing."""
+    la = np.log(np.asarray(alpha, float))
+    g = np.log(np.asarray(d_l1, float)) - np.log(np.asarray(d_l2, float))
+    k = np.flatnonzero((g[:-1] < 0) & (g[1:] >= 0))
+    if k.size == 0:
+        return np.nan
+    i = k[0]
+    return float(np.exp(la[i] + (0.0 - g[i]) * (la[i + 1] - la[i]) / (g[i + 1] - g[i])))
+
+
+def regime_rate(statement: str, alpha, measured, predicted, error, side) -> Verdict:
+    """A regime's approach to its limit interpolator, read as a rate: the slope of log(distance) against log alpha
+    over the alphas of `side` whose GF distance exceeds TREND_MARGIN x the flow's `error` there (>= MIN_FIT_POINTS of
+    them), against the closed form's: the same slope fitted to the distances of the Q_alpha^D minimisers w_alpha
+    (`predicted`) on the same alphas. Two conditions, both derived:
+    - the GF exponent is the closed form's up to what the flow's error allows: |d_GF - d_alpha| <= error at each
+      alpha (triangle inequality), so |log d_GF - log d_alpha| <= e_k = error / (d_GF - error), and by Cauchy-Schwarz
+      the least-squares slopes differ by at most sqrt(sum e_k^2 / sum (x_k - mean x)^2), x = log alpha;
+    - the exponent, with its 95% confidence interval, lies nearer the closed form's than the nearest wrong rate, 0 (the
+      distance levelling off: a limit other than that interpolator) (`rate_verdict`).
+    Fails when either fails; not_evaluated (with the reason) with too few points."""
+    alpha, measured, predicted, error = (np.asarray(v, float) for v in (alpha, measured, predicted, error))
+    keep = side & np.isfinite(predicted) & (predicted > 0) & (measured > TREND_MARGIN * np.where(
+        np.isfinite(error), error, np.inf))
+    where = (f"fitted on the {int(keep.sum())} alphas of that side (alpha in [{alpha[keep].min():.3g}, "
+             f"{alpha[keep].max():.3g}]) whose distance exceeds {TREND_MARGIN:g} x the flow's error there"
+             if keep.any() else "no alpha of that side has a distance above the flow's error")
+    if keep.sum() < MIN_FIT_POINTS:
+        return Verdict(TITLE, "prediction", statement, None, "~", None, "not_evaluated",
+                       f"{where}: fewer than {MIN_FIT_POINTS}, the slope's uncertainty cannot be estimated")
+    x = np.log(alpha[keep])
+    fit, closed = linear_fit(x, np.log(measured[keep])), linear_fit(x, np.log(predicted[keep]))
+    e = error[keep] / (measured[keep] - error[keep])
+    allowed = float(np.sqrt(np.sum(e**2) / np.sum((x - x.mean()) ** 2)))
+    agree = f"closed-form exponent {closed.slope:.4g}; GF - closed form = {fit.slope - closed.slope:.2g}, allowed " \
+            f"+-{allowed:.2g} by the flow's error"
+    v = rate_verdict(TITLE, statement, fit, closed.slope, [0.0], note=f"{where}; {agree}")
+    if abs(fit.slope - closed.slope) > allowed:
+        import dataclasses
+
+        v = dataclasses.replace(v, outcome="fails", note=v.note + "; the GF exponent is not the closed form's")
+    return v
+
+
+def recovery_claims(depth: int, err, e_l1: float, e_l2: float) -> list[Verdict]:
+    """The teacher errors at the ends of the alpha grid against the closed-form limits: at the smallest alpha nearer
+    the min-l1 interpolator's error e_l1 (the rich limit) than the min-l2 one's e_l2, at the largest nearer e_l2
+    (the midpoint (e_l1 + e_l2) / 2 is the boundary: nearer the predicted limit than the competing one)."""
+    mid = 0.5 * (e_l1 + e_l2)
+    note = f"closed-form limits: ||w_l1 - w*|| / ||w*|| = {e_l1:.3g}, ||w_l2 - w*|| / ||w*|| = {e_l2:.3g}"
+    return [
+        compare(TITLE, "prediction", f"D = {depth}: the rich regime recovers the sparse teacher: ||w - w*|| / ||w*|| at "
+                "the smallest alpha nearer the min-l1 interpolator's than the min-l2 one's (below their midpoint)",
+                err[0], "<", mid, note),
+        compare(TITLE, "prediction", f"D = {depth}: the kernel regime does not: ||w - w*|| / ||w*|| at the largest "
+                "alpha nearer the min-l2 interpolator's than the min-l1 one's (above their midpoint)", err[-1], ">", mid,
+                note),
+    ]
+
+
+def width_uncertainty(alpha, err, error, fine_alpha, fine_err, span) -> tuple[float, float, str]:
+    """(the closed-form width on the run grid, its uncertainty, what): the uncertainty is the grid's (the closed-form
+    width on the run grid against that on a 4x finer grid) plus the flow's (each teacher error within `error` of the
+    closed form's moves a crossing by at most error / span over the local slope of the normalised error per unit of
+    log10 alpha)."""
+    closed = transition_width(alpha, fine_err[::4]) if len(fine_err) == 4 * (len(alpha) - 1) + 1 else np.nan
+    on_grid = transition_width(alpha, err)
+    fine = transition_width(fine_alpha, fine_err)
+    s = (np.asarray(err) - np.min(err)) / span
+    slopes = np.abs(np.diff(s) / np.diff(np.log10(alpha)))
+    flow = float(2.0 * np.nanmax(error) / span / np.min(slopes[slopes > 0.05])) if np.any(slopes > 0.05) else np.inf
+    grid = abs(closed - fine)
+    return on_grid, grid + flow, f"closed form {closed:.3g} on the run grid, {fine:.3g} on a 4x finer one; flow {flow:.2g}"
+
+
+def regime_claims(depth: int, rows: list[dict], e_l1: float, e_l2: float) -> list[Verdict]:
+    """The regime claims of one depth from its `summary_rows` (class of claims: `regime_rate`, `recovery_claims`)."""
+    alpha = _column(rows, "alpha")
+    l1, l2 = _column(rows, "distance_l1"), _column(rows, "distance_l2")
+    star = crossover(alpha, l1, l2)
+    rich, kernel = alpha < star, alpha > star
+    at = f"crossover d_l1 = d_l2 at alpha = {star:.3g}"
+    return [
+        regime_rate(f"D = {depth}: alpha -> 0 gives the min-l1 interpolator: rate of log ||w - w_l1|| / ||w_l1|| in "
+                    f"log alpha on the rich side of the crossover ({at}), against the closed form's", alpha, l1,
+                    _column(rows, "q_distance_l1"), _column(rows, "flow_error_l1"), rich),
+        regime_rate(f"D = {depth}: alpha -> infinity gives the min-l2 interpolator: rate of log ||w - w_l2|| / ||w_l2|| "
+                    f"in log alpha on the kernel side of the crossover ({at}), against the closed form's", alpha, l2,
+                    _column(rows, "q_distance_l2"), _column(rows, "flow_error_l2"), kernel),
+        *recovery_claims(depth, _column(rows, "teacher_error"), e_l1, e_l2),
+    ]
+
+
+def sharper_claim(widths: dict[int, tuple[float, float, str]]) -> Verdict:
+    """D = 3's transition is sharper than D = 2's: the widths (decades of alpha over which the teacher error climbs
+    from 10% to 90% of its range) on the runs' grids, each with its uncertainty (`width_uncertainty`): holds when
+    W_3 + u_3 < W_2 - u_2, fails when W_3 - u_3 >= W_2 + u_2, else inconclusive."""
+    (w2, u2, what2), (w3, u3, what3) = widths[2], widths[3]
+    statement = ("the transition is sharper for D = 3: decades of alpha over which the teacher error climbs from 10% to "
+                 "90% of its range, D = 3 below D = 2 by more than their uncertainties")
+    note = f"D = 2: {w2:.3g} +- {u2:.2g} ({what2}); D = 3: {w3:.3g} +- {u3:.2g} ({what3})"
+    v = compare(TITLE, "prediction", statement, w3 + u3, "<", w2 - u2, note)
+    if v.outcome == "fails" and w3 - u3 < w2 + u2:
+        import dataclasses
+
+        v = dataclasses.replace(v, outcome="not_evaluated", note="inconclusive: the widths' uncertainties overlap; " + note)
+    return v
+
+
+def _limits_vs_teacher(cell) -> tuple[float, float]:
+    """(||w_l1 - w*|| / ||w*||, ||w_l2 - w*|| / ||w*||) of a cell's data (the first run's)."""
+    from implicitbias.theorems.diagonal import interpolator_references, relative_distance
+
+    run = RunContext.of(cell)
+    refs, star = interpolator_references(run, 0), run.data[0].info["w_star"]
+    return relative_distance(refs["l1"], star), relative_distance(refs["l2"], star)
+
+
+def _fine_teacher_errors(cell, alpha) -> tuple[np.ndarray, np.ndarray]:
+    """The closed-form teacher errors ||w_alpha - w*|| / ||w*|| on a grid 4x finer than `alpha` (log-spaced
+    between its points)."""
+    from implicitbias.reference import ReferenceSolverError, q_alpha_interpolator
+
+    la = np.log(alpha)
+    fine = np.exp(np.concatenate([np.linspace(la[i], la[i + 1], 5)[:-1] for i in range(len(la) - 1)] + [la[-1:]]))
+    data, depth = cell.data[0], int(cell.spec.model.depth)
+    star = data.info["w_star"]
+    out = []
+    for a in fine:
+        try:
+            out.append(float(np.linalg.norm(q_alpha_interpolator(data.X, data.y, float(a), depth).w - star)
+                             / np.linalg.norm(star)))
+        except ReferenceSolverError:
+            out.append(np.nan)
+    return fine, np.asarray(out)
 
 
 def _claims(results):
-    title = "Woodworth et al. 2020, kernel and rich regimes"
     out, widths = [], {}
     for depth, cell in _cells_by_depth(results).items():
         rows = summary_rows(cell)
-        alpha = _column(rows, "alpha")
-        l1, l2, err = _column(rows, "distance_l1"), _column(rows, "distance_l2"), _column(rows, "teacher_error")
-        accuracy = _column(rows, "distance_q_alpha")
-        s1, k1 = limit_trend(alpha, l1, accuracy, "rich")
-        s2, k2 = limit_trend(alpha, l2, accuracy, "kernel")
-        floor = (f"fitted on the {{}} points of that half whose distance exceeds {TREND_MARGIN:g} x the flow's error "
-                 "there (its distance to the exact Q_alpha minimiser)")
-        out += [
-            compare(title, "prediction", f"D = {depth}: alpha -> 0 gives the min-l1 interpolator: slope of log ||w - "
-                    "w_l1|| against log alpha over the smaller half of the alpha grid > 0", s1, ">", 0.0,
-                    f"{floor.format(k1)}; distance {l1[0]:.3g} at alpha = {alpha[0]:.3g}"),
-            compare(title, "prediction", f"D = {depth}: alpha -> infinity gives the min-l2 interpolator: slope of log "
-                    "||w - w_l2|| against log alpha over the larger half of the alpha grid < 0", s2, "<", 0.0,
-                    f"{floor.format(k2)}; distance {l2[-1]:.3g} at alpha = {alpha[-1]:.3g}"),
-            compare(title, "prediction", f"D = {depth}: the rich regime recovers the sparse teacher, the kernel "
-                    "regime does not: ||w - w*|| / ||w*|| at the smallest alpha below that at the largest",
-                    err[0], "<", err[-1]),
-        ]
-        widths[depth] = transition_width(alpha, err)
+        e_l1, e_l2 = _limits_vs_teacher(cell)
+        out += regime_claims(depth, rows, e_l1, e_l2)
+        alpha, err = _column(rows, "alpha"), _column(rows, "teacher_error")
+        fine_alpha, fine_err = _fine_teacher_errors(cell, alpha)
+        widths[depth] = width_uncertainty(alpha, err, _column(rows, "flow_error_teacher"), fine_alpha, fine_err,
+                                          float(np.ptp(err)))
     if 2 in widths and 3 in widths:
-        out.append(compare(title, "prediction", "the transition is sharper for D = 3: decades of alpha over which "
-                           "the teacher error climbs from 10% to 90% of its range, D = 3 below D = 2",
-                           widths[3], "<", widths[2]))
+        out.append(sharper_claim(widths))
     return out
 
 
@@ -304,8 +441,9 @@ KERNEL_RICH = DiagonalExperiment(
                     "decade), gradient flow by RKC (rtol 1e-8, 1e-10 for D = 3; atol 1e-14) until L < 1e-16 or t = 1e6 "
                     "(1e8 for D = 3), 49 log-spaced "
                     "checkpoints from t = 1e-10 (at alpha = 100, D = 3 the flow is over by t ~ 1e-8) with the trajectory "
-                    "stored. Quick: d = 200, n = 30, k = 3, 11 alphas for D = 2 (1e-3 .. 1e2) and 9 for D = 3 "
-                    "(1e-2 .. 1e2), 33 checkpoints.",
+                    "stored. Quick: d = 200, n = 30, k = 3, 4 alphas per decade (enough for >= 4 on each side of the "
+                    "kernel/rich crossover above the flow's error): 21 for D = 2 (1e-3 .. 1e2) and 12 for D = 3 "
+                    "(10^-1.75 .. 10), 33 checkpoints.",
 )
 
 #: the experiments of this module, in the order `implicitbias list` shows them
