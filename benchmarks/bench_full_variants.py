@@ -8,7 +8,8 @@ keeps
 
 - the wall time of the process, and its CPU time (user + system, its own and that of every descendant it
   waited for: `getrusage(RUSAGE_CHILDREN)` of this process before and after);
-- the peak memory: the largest sum of the resident set sizes of the tree's processes seen at one poll;
+- the peak memory: the largest sum of the resident set sizes of the tree's processes seen at one poll (pages
+  shared between processes, e.g. the libraries each worker maps, count once per process: an upper bound);
 - the machine's load average (1, 5, 15 minutes) just before, and the 1-minute load's mean and max while it ran
   (the machine is shared: a time says little without the load it was measured at);
 - the exit code, the verdicts of its checks (`checks.json`: how many hold, fail, are inconclusive, ...);
