@@ -264,22 +264,34 @@ def rate_over_runs(theorem: str, statement: str, fits, predicted, competitors, l
 class Extrapolation:
     """y = y_inf + c x fitted by least squares over a window where x -> 0 as t -> infinity (x = t^-nu, ||w||^-q):
     y_inf with the standard error of the intercept (`se_fit`, residuals over n - 2 degrees of freedom) and the
-    difference `drift` of the intercepts fitted on the first and the second half of the window (the part of the
-    approach the one-term model does not describe); the uncertainty is se = sqrt(se_fit^2 + drift^2)."""
+    difference `drift` of the intercepts fitted on the first and the second half of the window.
+
+    The drift measures the part of the approach the one-term model leaves out. If y = y_inf + c x + e x^2 over the
+    window [x_last, x_first] (x_mid where the halves meet), a line through it extrapolates to y_inf - e x_first
+    x_last, and the halves' intercepts differ by e x_mid (x_first - x_last): the bias of the extrapolation is
+    `bias` = drift x_first x_last / (x_mid (x_first - x_last)). It exceeds the drift when the window lies far from
+    x = 0 (a long reach, as along ||w||^(-1/L)) and is below it when the window nearly reaches 0 (t^-nu at large t).
+    The uncertainty is se = sqrt(se_fit^2 + bias^2)."""
 
     y_inf: float
     se_fit: float
     drift: float
+    reach: float
     last: float
     n: int
 
     @property
+    def bias(self) -> float:
+        return self.drift * self.reach
+
+    @property
     def se(self) -> float:
-        return math.hypot(self.se_fit, self.drift)
+        return math.hypot(self.se_fit, self.bias)
 
     def describe(self) -> str:
-        return (f"extrapolated limit {self.y_inf:.5g} +- {self.se:.2g} (fit SE {self.se_fit:.2g}, first-half vs "
-                f"second-half drift {self.drift:.2g}, n = {self.n}); last value {self.last:.5g}")
+        return (f"extrapolated limit {self.y_inf:.5g} +- {self.se:.2g} (fit SE {self.se_fit:.2g}; first-half vs "
+                f"second-half drift {self.drift:.2g} x reach {self.reach:.3g} = curvature bias {self.bias:.2g}; "
+                f"n = {self.n}); last value {self.last:.5g}")
 
 
 def _intercept(x, y) -> tuple[float, float]:
@@ -304,14 +316,16 @@ def extrapolate(x, y) -> Extrapolation:
     ok = np.isfinite(x) & np.isfinite(y)
     x, y = x[ok], y[ok]
     last = float(y[-1]) if y.size else math.nan
+    nan = Extrapolation(math.nan, math.nan, math.nan, math.nan, last, int(y.size))
     if y.size < 5:
-        return Extrapolation(math.nan, math.nan, math.nan, last, int(y.size))
+        return nan
     y_inf, se = _intercept(x, y)
     if not math.isfinite(y_inf):
-        return Extrapolation(math.nan, math.nan, math.nan, last, int(y.size))
+        return nan
     h = y.size // 2
     first, second = _intercept(x[: h + 1], y[: h + 1])[0], _intercept(x[h:], y[h:])[0]
-    return Extrapolation(y_inf, se, abs(first - second), last, int(y.size))
+    reach = abs(x[0] * x[-1]) / (abs(x[h]) * abs(x[0] - x[-1])) if x[h] != 0 else math.inf
+    return Extrapolation(y_inf, se, abs(first - second), reach, last, int(y.size))
 
 
 def residual_rate(run, r: int, svm) -> tuple[float, str]:
