@@ -220,6 +220,20 @@ def test_ji_telgarsky_holds_on_gradient_flow(deep3):
     verdicts = JiTelgarskyAlignment().check(deep3)
     assert set(_outcomes(verdicts, "assumption").values()) == {"holds"}, _lines(verdicts)
     assert set(_outcomes(verdicts).values()) == {"holds"}, _lines(verdicts)
+    rate = next(v for v in verdicts if "SVM direction at the derived rate" in v.statement)
+    assert "||P_K w|| / ||w||" in rate.note and rate.bound == pytest.approx(1 / 3), rate.line()  # the kernel reading
+
+
+def test_ji_telgarsky_direction_waits_for_the_in_span_relaxation():
+    """Where w lies in the span of the support vectors, the direction's rate and limit are read only once the
+    slowest in-span mode t^(-lambda/L) weighs at most relax_max; a run before that is not evaluated, not failed."""
+    import _table_instances as ti
+
+    verdicts = JiTelgarskyAlignment(relax_max=1e-30).check(ti.ji_telgarsky())
+    direction = [v for v in verdicts if "SVM direction" in v.statement]
+    assert len(direction) == 2 and {v.outcome for v in direction} == {"not_evaluated"}, _lines(verdicts)
+    assert all("has not relaxed" in v.note for v in direction), _lines(direction)
+    assert {v.outcome for v in JiTelgarskyAlignment().check(ti.ji_telgarsky()) if v.kind == "prediction"} == {"holds"}
 
 
 def test_recorded_layer_alignment_matches_the_metric(deep3):
