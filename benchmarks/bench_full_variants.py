@@ -13,7 +13,9 @@ keeps
 - the machine's load average (1, 5, 15 minutes) just before, and the 1-minute load's mean and max while it ran
   (the machine is shared: a time says little without the load it was measured at);
 - the exit code, the verdicts of its checks (`checks.json`: how many hold, fail, are inconclusive, ...);
-- the runs, steps and gradient evaluations of its training (`results.nc`: each run's last checkpoint).
+- the runs, steps and gradient evaluations of its training (`results.nc`: each run's last checkpoint);
+- the commit of the source that ran (`--src`: a `git worktree` at a fixed commit keeps a long benchmark from
+  picking up edits made to the working tree while it runs).
 
 The records go to `src/implicitbias/experiments/runtimes.json` (`--record`, the default; `--no-record` only prints),
 which `implicitbias list` reads: each variant's line shows the measured time with its date and load, or "not
@@ -49,18 +51,32 @@ def _tree(proc: psutil.Process) -> list[psutil.Process]:
         return []
 
 
+def source_commit(src: Path) -> str:
+    """The commit of the source tree that runs (with "+dirty" when it has uncommitted changes), or "unknown"."""
+    try:
+        head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no", "--", "."],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
 def run_one(name: str, quick: bool, out: Path, *, cache: str, workers: int | None, timeout: float,
-            poll: float) -> dict:
+            poll: float, src: Path | None = None) -> dict:
     """Run one variant in a child process and measure it (the record of the module docstring, without the
     verdicts and counts, which `collect` adds from its output directory)."""
     if out.exists():
         shutil.rmtree(out)
     env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(src), *filter(None, [env.get("PYTHONPATH")])])
     cache_dir = None
     if cache == "cold":
         cache_dir = tempfile.mkdtemp(prefix="ib-bench-cache-")
         env["IMPLICITBIAS_CACHE_DIR"] = cache_dir
-    cmd = ["implicitbias", "run", name, "--out", str(out), "--no-progress"]
+    cmd = [sys.executable, "-m", "implicitbias.cli", "run", name, "--out", str(out), "--no-progress"]
     if quick:
         cmd.append("--quick")
     if workers is not None:
@@ -112,7 +128,8 @@ def run_one(name: str, quick: bool, out: Path, *, cache: str, workers: int | Non
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         "compile_cache": cache,
         "exit_code": code,
-        "command": " ".join(cmd[:3] + (["--quick"] if quick else []) + cmd[cmd.index("--no-progress") + 1:]),
+        "command": " ".join(["implicitbias", "run", name] + (["--quick"] if quick else [])
+                            + cmd[cmd.index("--no-progress") + 1:]),
     }
     if timed_out:
         record["timed_out_after_s"] = timeout
@@ -155,6 +172,9 @@ def main() -> int:
                         help="print only; do not update src/implicitbias/experiments/runtimes.json")
     parser.add_argument("--runtimes", default=None, help="the run-time file to update (default: the package's)")
     parser.add_argument("--json", default=None, help="also write this call's table as JSON")
+    parser.add_argument("--src", default=None,
+                        help="import implicitbias from this source folder (e.g. the src of a `git worktree` at a fixed "
+                             "commit), so that edits to the working tree during a long benchmark change nothing")
     args = parser.parse_args()
 
     from implicitbias.experiments import catalog
@@ -170,6 +190,12 @@ def main() -> int:
         print("error: --poll and --timeout must be > 0", file=sys.stderr)
         return 2
     variant = "quick" if args.quick else "full"
+    src = Path(args.src).resolve() if args.src else None
+    if src is not None and not (src / "implicitbias" / "__init__.py").is_file():
+        print(f"error: --src {args.src!r} is not allowed: expected a folder holding the implicitbias package",
+              file=sys.stderr)
+        return 2
+    commit = source_commit(src if src is not None else Path(__file__).resolve().parent.parent / "src")
     root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="ib-bench-"))
     root.mkdir(parents=True, exist_ok=True)
     table = {}
@@ -177,7 +203,8 @@ def main() -> int:
         out = root / f"{name}-{variant}"
         print(f"{name} ({variant}) -> {out}", flush=True)
         record = run_one(name, args.quick, out, cache=args.cache, workers=args.workers, timeout=args.timeout,
-                         poll=args.poll)
+                         poll=args.poll, src=src)
+        record["commit"] = commit
         try:
             record.update(collect(out))
         except Exception as exc:  # noqa: BLE001 - a damaged output is recorded as such, the timing is kept
