@@ -105,7 +105,8 @@ def run_curves(cell, r: int) -> dict[str, np.ndarray]:
 
 
 def run_fits(cell, r: int) -> dict[str, float]:
-    """The fitted rates of run r on its late checkpoints (as the theorems fit them)."""
+    """The fitted rates of run r on its late checkpoints (angle_q, margin_q: the exponents q of gap ~ ||w||^-q that
+    the theorems judge against 1; angle_p, margin_p: the exponents of (log t)^-p, for the figure)."""
     from implicitbias.theorems.soudry import log_rate, power_rate
 
     c = run_curves(cell, r)
@@ -118,9 +119,30 @@ def run_fits(cell, r: int) -> dict[str, float]:
             "angle_p": log_rate(c["time"], c["angle_gap"], window)[0],
             "margin_p": log_rate(c["time"], c["margin_gap"], window)[0],
             "angle_slope_t": power_rate(c["time"], c["angle_gap"], window)[0],
+            "angle_q": _gap_q(cell, r, "angle_gap"), "margin_q": _gap_q(cell, r, "margin_gap"),
             "final_angle_gap": float(c["angle_gap"][-1]), "final_angle_gap_x_norm": float(c["angle_gap_x_norm"][-1]),
             "gd_limit_P_w_tilde": _limit_level(cell, r), "final_t_loss": float(c["time"][-1] * c["loss"][-1]),
             "w_hat_norm_sq": 1.0 / svm.margin**2, "steps": float(c["step"][-1])}
+
+
+def _gap_q(cell, r: int, name: str) -> float:
+    """q of gap ~ ||w||^-q over run r's late checkpoints, on the same window as the theorems (`soudry.gap_fit`)."""
+    from implicitbias.theorems.soudry import gap_fit
+
+    ds = cell.results
+    t, norm = ds["time"].values[r], ds["param_norm"].values[r]
+    gap = run_curves_full(cell, r)[name]
+    return -gap_fit(t, gap, norm, late_window(t))[0].slope
+
+
+def run_curves_full(cell, r: int) -> dict[str, np.ndarray]:
+    """Run r's angle and margin gaps over every checkpoint (t = 0 included)."""
+    from implicitbias.theorems.base import RunContext
+    from implicitbias.theorems.soudry import angle_gaps
+
+    ds, svm = cell.results, _svm(cell, r)
+    return {"angle_gap": angle_gaps(RunContext.of(cell), _SVMS)[r],
+            "margin_gap": (svm.margin - ds["normalized_margin"].values[r]) / svm.margin}
 
 
 def _cells(results, data_kind: str) -> dict[str, object]:
