@@ -198,6 +198,8 @@ BAD_INPUTS = [
     (KKT + " --set data.name=no_such_data", "no_such_data"),
     (KKT + " --set 'checkpoints=[1, .inf]'", "checkpoints"),  # list of floats
     (KKT + " --set checkpoints=-1", "checkpoints"),
+    (KKT + " --set checkpoints=1000000000", "checkpoints"),  # counted before a grid is built
+    (KKT + " --set model=3", "model"),  # a value for a section
     (KKT + " --set stop.max_steps=0", "stop.max_steps"),  # nested section
     (KKT + " --set stop.max_steps=100000000000000000000", "stop.max_steps"),
     (KKT + " --set stop.loss_tol=-1", "stop.loss_tol"),
@@ -211,6 +213,7 @@ BAD_INPUTS = [
     (KKT + " --set foo.bar=1", "foo.bar"),
     (KKT + " --set grid.no_axis=[1]", "no_axis"),
     (KKT + " --set model.width=2000000", "too large"),  # the memory budget
+    (KKT + " --set data.n=1000000000", "data.n"),
     ("run frei2023-kkt --quick --out {out} --set loss.name=square", "loss.name"),  # a loss that does not fit the data
     # report: directory, hostile results files
     ("report {missing}", "missing"),

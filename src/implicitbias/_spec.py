@@ -51,6 +51,12 @@ def _allowed(err: dict[str, Any]) -> str:
         return "an integer"
     if kind in ("bool_parsing", "bool_type"):
         return "true or false"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return "a section of fields, set one at a time (e.g. model.width=50), not a single value"
+    if kind in ("list_type", "tuple_type"):
+        return "a list, e.g. [1, 2]"
+    if kind == "refused":  # `refuse(expected)`: a check of one field, saying itself what is allowed
+        return str(ctx.get("expected", ""))
     if kind == "finite_number":
         return "a finite number"
     if kind == "int_too_large":
@@ -58,6 +64,11 @@ def _allowed(err: dict[str, Any]) -> str:
     if kind == "union_tag_invalid":
         return "one of " + str(ctx.get("expected_tags", ""))
     return err.get("msg", "")
+
+
+def refuse(expected: str) -> pydantic_core.PydanticCustomError:
+    """The error a field validator raises: reported as 'FIELD = VALUE is not allowed: expected EXPECTED'."""
+    return pydantic_core.PydanticCustomError("refused", "expected {expected}", {"expected": expected})
 
 
 def _field_path(loc, data) -> str:
@@ -87,7 +98,8 @@ def format_validation_error(exc: pydantic.ValidationError, prefix: str = "", dat
         value = err.get("input")
         if isinstance(value, dict):
             value = "{...}"
-        lines.append(f"{field} = {value!r} is not allowed: expected {_allowed(err)} ({err['msg']})")
+        detail = "" if err.get("type") == "refused" else f" ({err['msg']})"
+        lines.append(f"{field} = {value!r} is not allowed: expected {_allowed(err)}{detail}")
     if len(lines) == 1:  # one error: one line
         return f"invalid configuration: {lines[0]}"
     return "invalid configuration:\n  " + "\n  ".join(lines)

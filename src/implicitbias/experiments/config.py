@@ -20,7 +20,7 @@ from implicitbias._spec import INT_MAX, ConfigError, Spec
 from implicitbias.data import AnyData
 from implicitbias.losses import Loss
 from implicitbias.models import AnyModel
-from implicitbias.runs.spec import RunSpec
+from implicitbias.runs.spec import RunSpec, check_checkpoint_count
 from implicitbias.training.methods import AnyMethod
 from implicitbias.training.stopping import Stop
 
@@ -64,6 +64,11 @@ class ExperimentConfig(Spec):
                     "stop.*"
                 )
         return self
+
+    @pydantic.field_validator("checkpoints")
+    @classmethod
+    def _checkpoints_count(cls, value):
+        return check_checkpoint_count(value)
 
     @pydantic.model_validator(mode="after")
     def _checkpoints_resolve(self):

@@ -103,12 +103,20 @@ def check_fits(runs: Sequence[RunSpec], workers: int | None) -> None:
             worst = e
     if worst is not None and worst.bytes > 0.8 * share:
         if worst.data_bytes > 0.5 * share:  # the data alone cannot fit: the data size is what to change
-            worst = dataclasses.replace(worst, field="data.d" if hasattr(runs[0].data, "d") else "data.n")
+            worst = dataclasses.replace(worst, field=_data_field(runs[0]))
         raise ConfigError(
             f"{worst.field} is too large for this machine: one compiled call of {worst.members} run(s) needs about "
             f"{_gib(worst.bytes)} ({worst.params:,} parameters per run, {_gib(worst.data_bytes)} of data), more "
             f"than the {_gib(share)} available to each worker here; reduce {worst.field} (or run on a larger "
             "machine with --scheduler or --cluster)")
+
+
+def _data_field(spec: RunSpec) -> str:
+    """The data field that makes the data large: the number of points or the dimension, whichever is larger."""
+    d, n = input_size(spec)
+    if not hasattr(spec.data, "d") or (hasattr(spec.data, "n") and n >= (d or 0)):
+        return "data.n" if getattr(spec.data, "n_test", 0) in (0, None) else "data.n (with data.n_test)"
+    return "data.d"
 
 
 def _gib(b: float) -> str:

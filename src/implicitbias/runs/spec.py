@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import pydantic
 
-from implicitbias._spec import INT_MAX, ConfigError, Spec
+from implicitbias._spec import INT_MAX, ConfigError, Spec, refuse
 from implicitbias.data import AnyData
 from implicitbias.losses import Loss
 from implicitbias.models import AnyModel
@@ -31,6 +31,17 @@ from implicitbias.training.stopping import Stop
 #: bump when what a stored run means changes (metrics recorded, their definition, the file layout):
 #: every stored run of an older format is then retrained instead of loaded
 RESULTS_FORMAT = 2
+#: the most checkpoints a run records: every metric is stored over (run, checkpoint), and a mistyped
+#: `checkpoints=1000000000` would be refused only after the memory ran out
+MAX_CHECKPOINTS = 100_000
+
+
+def check_checkpoint_count(value):
+    """`checkpoints` (a count or a list of steps/times) within MAX_CHECKPOINTS; returns it."""
+    n = len(value) if isinstance(value, list) else value
+    if isinstance(n, int) and n > MAX_CHECKPOINTS:
+        raise refuse(f"at most {MAX_CHECKPOINTS} checkpoints (a count, or a list of steps or times)")
+    return value
 
 
 class RunSpec(Spec):
@@ -51,6 +62,11 @@ class RunSpec(Spec):
     keep_trajectory: bool = False
     part: str = ""
     trial: int = pydantic.Field(0, ge=0)
+
+    @pydantic.field_validator("checkpoints")
+    @classmethod
+    def _checkpoints_count(cls, value):
+        return check_checkpoint_count(value)
 
     @pydantic.model_validator(mode="after")
     def _checkpoints_resolve(self):
