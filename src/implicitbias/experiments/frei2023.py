@@ -70,10 +70,10 @@ def _frei42(cell):
 #: gamma > 1: the figure illustrates the theorem beyond its proof), so without this part the main job has no
 #: verdict on the theorem it is run for. Ours: nearly orthogonal data, n = 5, d = 6000 (x_i ~ N(0, I_d / d)),
 #: gamma = 0.9 (the condition then holds on the drawn data), lr 1 (below 2 / beta), init 0.002 x Glorot
-#: (||W(0)||_F a tenth of the first GD step: small init), 3000 steps: the loss falls below l(0)/n at t ~ 50, and
-#: the checkpoints after it carry the fitted rates.
+#: (||W(0)||_F a tenth of the first GD step: small init), 1500 steps: the loss falls below l(0)/n at t ~ 50, and
+#: the 9 checkpoints after it carry the fitted rates.
 IN_SCOPE = {"data.name": "nearly_orthogonal", "data.n": 5, "data.d": 6000, "data.scale": "unit", "model.gamma": 0.9,
-            "method.lr": 1.0, "init_scale": 0.002, "stop.max_steps": 3000, "checkpoints": 20}
+            "method.lr": 1.0, "init_scale": 0.002, "stop.max_steps": 1500, "checkpoints": 20}
 
 
 FIG1 = Experiment(

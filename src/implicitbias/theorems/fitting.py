@@ -315,6 +315,7 @@ class Limit:
 
     @property
     def defined(self) -> bool:
+        """The fit and the last value are finite numbers."""
         return math.isfinite(self.y_inf) and math.isfinite(self.last)
 
     @property
