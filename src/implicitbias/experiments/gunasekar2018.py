@@ -225,7 +225,8 @@ DIAGONAL = MaxMarginDiagonalExperiment(
     tables=_tables,
     settings_source="Ours (the paper proves the limit; it has no numeric experiment for diagonal nets): n = 40, d = 200, "
                     "a 3-sparse teacher with entries +-1/sqrt(3), points shifted by 0.5 along it, alpha = 0.1, gradient "
-                    "flow by RKC in the loss clock (rtol 1e-8) until log L < -600, 105 checkpoints. Quick: n = 20, d = 60.",
+                    "flow by RKC in the loss clock (rtol 1e-8) until log L < -600, 249 checkpoints (every 0.05 in the "
+                    "loss clock up to s = 10). Quick: n = 20, d = 60.",
 )
 
 #: the experiments of this module, in the order `implicitbias list` shows them
