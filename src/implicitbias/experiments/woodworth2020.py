@@ -307,9 +307,12 @@ def width_uncertainty(alpha, err, error, fine_alpha, fine_err, span) -> tuple[fl
     width on the run grid against that on a 4x finer grid) plus the flow's (each teacher error within `error` of the
     closed form's moves a crossing by at most error / span over the local slope of the normalised error per unit of
     log10 alpha)."""
-    closed = transition_width(alpha, fine_err[::4]) if len(fine_err) == 4 * (len(alpha) - 1) + 1 else np.nan
+    fine_alpha, fine_err = np.asarray(fine_alpha, float), np.asarray(fine_err, float)
+    coarse = fine_err[::4] if len(fine_err) == 4 * (len(alpha) - 1) + 1 else np.full(len(alpha), np.nan)
+    ok, fine_ok = np.isfinite(coarse), np.isfinite(fine_err)  # alphas where float64 cannot reach w_alpha: left out
+    closed = transition_width(np.asarray(alpha)[ok], coarse[ok])
     on_grid = transition_width(alpha, err)
-    fine = transition_width(fine_alpha, fine_err)
+    fine = transition_width(fine_alpha[fine_ok], fine_err[fine_ok])
     s = (np.asarray(err) - np.min(err)) / span
     slopes = np.abs(np.diff(s) / np.diff(np.log10(alpha)))
     flow = float(2.0 * np.nanmax(error) / span / np.min(slopes[slopes > 0.05])) if np.any(slopes > 0.05) else np.inf
