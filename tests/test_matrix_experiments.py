@@ -193,7 +193,7 @@ def _gunasekar_context(spec, alphas):
 
 
 def test_gunasekar_commuting_holds_and_a_flat_ratio_fails():
-    run = _gunasekar_context(COMMUTING, [1e-1, 1e-3, 1e-6])
+    run = _gunasekar_context(COMMUTING, [1e-1, 1e-2, 1e-3, 1e-6])  # four alphas: the limit fit needs one dof
     out = GunasekarCommuting().check(run)
     assert set(_outcomes(out, "assumption")) == {"holds"}, [v.line() for v in out]
     assert set(_outcomes(out)) == {"holds"}, [v.line() for v in out]
@@ -206,7 +206,7 @@ def test_gunasekar_commuting_holds_and_a_flat_ratio_fails():
 
 
 def test_gunasekar_commuting_is_outside_scope_for_gaussian_measurements():
-    run = _gunasekar_context(MatrixSensing(d=4, rank=1, n=12, psd=True), [1e-1, 1e-2, 1e-3])
+    run = _gunasekar_context(MatrixSensing(d=4, rank=1, n=12, psd=True), [1e-1, 1e-2, 1e-3, 1e-4])
     out = GunasekarCommuting().check(run)
     assert [v for v in out if "commute" in v.statement][0].outcome == "fails"
     assert set(_outcomes(out)) <= {"outside_scope", "not_evaluated"}
