@@ -239,7 +239,7 @@ def _execute(groups, finished, *, workers, scheduler, cluster, client, say, out:
     else:
         client = clusters.connect(scheduler)
     timeout = clusters.WORKER_TIMEOUT_S[kind] if worker_timeout is None else worker_timeout
-    what = {"local": "the local Dask cluster", "scheduler": f"the Dask scheduler at {scheduler}",
+    what = {"local": "the local Dask cluster", "scheduler": f"the Dask scheduler at {scheduler or client.scheduler.address}",
             "batch": f"the cluster of {cluster}"}[kind]
     futures = {}
     try:
