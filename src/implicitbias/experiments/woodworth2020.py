@@ -302,22 +302,22 @@ def recovery_claims(depth: int, err, e_l1: float, e_l2: float) -> list[Verdict]:
     ]
 
 
-def width_uncertainty(alpha, err, error, fine_alpha, fine_err, span) -> tuple[float, float, str]:
-    """(the closed-form width on the run grid, its uncertainty, what): the uncertainty is the grid's (the closed-form
-    width on the run grid against that on a 4x finer grid) plus the flow's (each teacher error within `error` of the
-    closed form's moves a crossing by at most error / span over the local slope of the normalised error per unit of
-    log10 alpha)."""
+def width_uncertainty(alpha, err, error, fine_alpha, fine_err, on_run_grid, span) -> tuple[float, float, str]:
+    """(the GF width on the run grid, its uncertainty, what): the uncertainty is the grid's (the closed-form width on
+    the run grid, `fine_err[on_run_grid]`, against that on the finer grid `fine_alpha`) plus the flow's (each teacher
+    error within `error` of the closed form's moves a crossing by at most error / span over the local slope of the
+    normalised error per unit of log10 alpha)."""
     fine_alpha, fine_err = np.asarray(fine_alpha, float), np.asarray(fine_err, float)
-    coarse = fine_err[::4] if len(fine_err) == 4 * (len(alpha) - 1) + 1 else np.full(len(alpha), np.nan)
-    ok, fine_ok = np.isfinite(coarse), np.isfinite(fine_err)  # alphas where float64 cannot reach w_alpha: left out
-    closed = transition_width(np.asarray(alpha)[ok], coarse[ok])
+    ok = np.isfinite(fine_err)  # alphas where float64 cannot reach w_alpha: left out
+    closed = transition_width(fine_alpha[ok & on_run_grid], fine_err[ok & on_run_grid])
+    fine = transition_width(fine_alpha[ok], fine_err[ok])
     on_grid = transition_width(alpha, err)
-    fine = transition_width(fine_alpha[fine_ok], fine_err[fine_ok])
     s = (np.asarray(err) - np.min(err)) / span
     slopes = np.abs(np.diff(s) / np.diff(np.log10(alpha)))
     flow = float(2.0 * np.nanmax(error) / span / np.min(slopes[slopes > 0.05])) if np.any(slopes > 0.05) else np.inf
     grid = abs(closed - fine)
-    return on_grid, grid + flow, f"closed form {closed:.3g} on the run grid, {fine:.3g} on a 4x finer one; flow {flow:.2g}"
+    return on_grid, grid + flow, (f"closed form {closed:.3g} on the run grid, {fine:.3g} on a 4x finer one across the "
+                                  f"transition; flow {flow:.2g}")
 
 
 def regime_claims(depth: int, rows: list[dict], e_l1: float, e_l2: float) -> list[Verdict]:
@@ -363,13 +363,25 @@ def _limits_vs_teacher(cell) -> tuple[float, float]:
     return relative_distance(refs["l1"], star), relative_distance(refs["l2"], star)
 
 
-def _fine_teacher_errors(cell, alpha) -> tuple[np.ndarray, np.ndarray]:
-    """The closed-form teacher errors ||w_alpha - w*|| / ||w*|| on a grid 4x finer than `alpha` (log-spaced
-    between its points)."""
+def _fine_teacher_errors(cell, alpha, err) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(alphas, closed-form teacher errors ||w_alpha - w*|| / ||w*||, which alphas are the run grid's): the run grid
+    with three more log-spaced alphas in each of its intervals that the transition crosses (the normalised GF error
+    `err` between 2% and 98% of its range at either end, and one interval beside), where the width is read."""
     from implicitbias.reference import ReferenceSolverError, q_alpha_interpolator
 
-    la = np.log(alpha)
-    fine = np.exp(np.concatenate([np.linspace(la[i], la[i + 1], 5)[:-1] for i in range(len(la) - 1)] + [la[-1:]]))
+    la, s = np.log(alpha), (np.asarray(err) - np.min(err)) / np.ptp(err)
+    inside = (s > 0.02) & (s < 0.98)
+    near = np.zeros(len(alpha) - 1, bool)
+    for i in np.flatnonzero(inside):
+        near[max(i - 2, 0):min(i + 2, len(near))] = True
+    points, grid = [], []
+    for i in range(len(alpha)):
+        points.append(la[i])
+        grid.append(True)
+        if i < len(near) and near[i]:
+            points += list(np.linspace(la[i], la[i + 1], 5)[1:-1])
+            grid += [False] * 3
+    fine = np.exp(points)
     data, depth = cell.data[0], int(cell.spec.model.depth)
     star = data.info["w_star"]
     out = []
@@ -379,7 +391,7 @@ def _fine_teacher_errors(cell, alpha) -> tuple[np.ndarray, np.ndarray]:
                              / np.linalg.norm(star)))
         except ReferenceSolverError:
             out.append(np.nan)
-    return fine, np.asarray(out)
+    return fine, np.asarray(out), np.asarray(grid)
 
 
 def _claims(results):
@@ -389,9 +401,9 @@ def _claims(results):
         e_l1, e_l2 = _limits_vs_teacher(cell)
         out += regime_claims(depth, rows, e_l1, e_l2)
         alpha, err = _column(rows, "alpha"), _column(rows, "teacher_error")
-        fine_alpha, fine_err = _fine_teacher_errors(cell, alpha)
+        fine_alpha, fine_err, on_run_grid = _fine_teacher_errors(cell, alpha, err)
         widths[depth] = width_uncertainty(alpha, err, _column(rows, "flow_error_teacher"), fine_alpha, fine_err,
-                                          float(np.ptp(err)))
+                                          on_run_grid, float(np.ptp(err)))
     if 2 in widths and 3 in widths:
         out.append(sharper_claim(widths))
     return out
