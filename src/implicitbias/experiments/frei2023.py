@@ -347,9 +347,10 @@ def _kou_figure(results):
 def _kou(cell):
     from implicitbias.theorems import KouTheorem
 
-    # one set of thresholds for the quick and the full variant: the limits (srank, margin spread) are read
-    # from a fitted 1/log t trend extrapolated to t -> infinity and the rates from fitted exponents, never from
-    # the last checkpoint, so a shorter run needs no wider tolerance (see `theorems.kou`)
+    # one set of thresholds for the quick and the full variant: a limit (srank, margin spread) lies between the
+    # last value and the extrapolation of a fitted 1/log t trend, and a run whose interval straddles the bound has
+    # not converged (not_evaluated), so a shorter run needs no wider tolerance; the rates are fitted exponents
+    # (see `theorems.kou`)
     return [KouTheorem()]
 
 
