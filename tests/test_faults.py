@@ -191,6 +191,7 @@ BAD_INPUTS = [
     (KKT + " --set method.lr=-1", "method.lr"),
     (KKT + " --set method.lr=fast", "method.lr"),
     (KKT + " --set init_scale=-1", "init_scale"),
+    (KKT + " --set init_scale=1e308", "init_scale"),  # finite, but the first forward pass overflows
     (KKT + " --set kkt=maybe", "kkt"),  # bool
     (KKT + " --set reference=foo", "reference"),  # literal
     (KKT + " --set model.kind=transformer", "transformer"),  # tagged union

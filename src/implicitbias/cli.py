@@ -141,6 +141,17 @@ def cmd_run(args) -> int:
             return 130
 
 
+def _outputs_failed(exc: BaseException, out: Path, level: str = "warning") -> str:
+    """One line for a figure or page that could not be drawn from complete results (an edge case of the plotting
+    code, e.g. a log axis with no positive value): the results stay usable."""
+    import traceback
+
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    where = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
+    return (f"{level}: the figures and report could not be written ({type(exc).__name__}: {exc}{where}); "
+            f"{out}/results.nc holds every result, and `implicitbias report {out}` draws them again")
+
+
 def _output_dir(value: str) -> Path:
     """The --out directory, refused before anything is written when it names a file or cannot be created here."""
     out = Path(value)
@@ -165,12 +176,15 @@ def _finish(exp, config, args, out, results, outcome, runs, command, started_at,
 
     if len(results.failed) < len(results.runs):  # something to show: results, figures and report
         save_results(results, out / "results.nc")
-        report = write_outputs(exp, results, out, {
-            "variant": "quick" if args.quick else "full", "method": config.method.kind,
-            "started": started_at, "wall_time_s": f"{wall:.1f}", "command": command,
-        }, warn=say)
-        print(_summary(results.checks, args, {"report": str(report), "results": str(out / "results.nc"),
-                                              "log": str(out / "log.txt")}))
+        paths = {"results": str(out / "results.nc"), "log": str(out / "log.txt")}
+        try:
+            paths["report"] = str(write_outputs(exp, results, out, {
+                "variant": "quick" if args.quick else "full", "method": config.method.kind,
+                "started": started_at, "wall_time_s": f"{wall:.1f}", "command": command,
+            }, warn=say))
+        except (ArithmeticError, ValueError, TypeError, IndexError, KeyError, RuntimeError) as exc:
+            say(_outputs_failed(exc, out))  # the results are complete: only their pictures are missing
+        print(_summary(results.checks, args, paths))
         print(f"wall time {wall:.1f} s ({len(runs)} runs: {outcome.trained} trained, {outcome.reused} loaded)")
     failed = outcome.failed
     if failed:
@@ -290,7 +304,11 @@ def cmd_report(args) -> int:
     exp = get(results.experiment)
     results.checks = evaluate_checks(exp, results)
     out = file.parent
-    report = write_outputs(exp, results, out, {"rebuilt from": str(file)})
+    try:
+        report = write_outputs(exp, results, out, {"rebuilt from": str(file)})
+    except (ArithmeticError, ValueError, TypeError, IndexError, KeyError, RuntimeError) as exc:
+        print(_outputs_failed(exc, out, "error"), file=sys.stderr)
+        return EXIT_PREDICTION_FAILED
     print(_summary(results.checks, args, {"report": str(report), "results": str(file)}))
     failures = RunStore(out).failures()
     if failures:

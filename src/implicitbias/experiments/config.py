@@ -20,7 +20,7 @@ from implicitbias._spec import INT_MAX, ConfigError, Spec
 from implicitbias.data import AnyData
 from implicitbias.losses import Loss
 from implicitbias.models import AnyModel
-from implicitbias.runs.spec import RunSpec, check_checkpoint_count
+from implicitbias.runs.spec import INIT_SCALE_MAX, RunSpec, check_checkpoint_count
 from implicitbias.training.methods import AnyMethod
 from implicitbias.training.stopping import Stop
 
@@ -42,7 +42,7 @@ class ExperimentConfig(Spec):
     stop: Stop = Stop()
     checkpoints: int | list[float] = 30
     seed: int = pydantic.Field(0, ge=0)
-    init_scale: float = pydantic.Field(1.0, ge=0.0)
+    init_scale: float = pydantic.Field(1.0, ge=0.0, le=INIT_SCALE_MAX)
     trials: int = pydantic.Field(1, ge=1)
     grid: dict[str, list[Any]] = pydantic.Field(default_factory=dict)
     reference: Literal["none", "svm"] = "none"

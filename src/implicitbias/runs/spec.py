@@ -31,6 +31,9 @@ from implicitbias.training.stopping import Stop
 #: bump when what a stored run means changes (metrics recorded, their definition, the file layout):
 #: every stored run of an older format is then retrained instead of loaded
 RESULTS_FORMAT = 2
+#: the largest initialisation scale: the experiments use at most 100, and at 1e308 the first forward pass
+#: overflows float64, after which gradient flow's adaptive solver never advances (a run that hangs)
+INIT_SCALE_MAX = 1e6
 #: the most checkpoints a run records: every metric is stored over (run, checkpoint), and a mistyped
 #: `checkpoints=1000000000` would be refused only after the memory ran out
 MAX_CHECKPOINTS = 100_000
@@ -55,7 +58,7 @@ class RunSpec(Spec):
     method: AnyMethod
     stop: Stop = Stop()
     seed: int = pydantic.Field(0, ge=0, le=INT_MAX)  # jax.random.PRNGKey overflows above int64
-    init_scale: float = pydantic.Field(1.0, ge=0.0, allow_inf_nan=False)
+    init_scale: float = pydantic.Field(1.0, ge=0.0, le=INIT_SCALE_MAX, allow_inf_nan=False)
     checkpoints: int | list[float] = 30
     reference: Literal["none", "svm"] = "none"
     kkt: bool = True

@@ -284,8 +284,9 @@ def read_cluster_file(path: str | os.PathLike) -> tuple[str, int, dict]:
     file = Path(path)
     name = f"--cluster {str(file)!r}"
     if not file.is_file():
-        raise ConfigError(f"{name} is not allowed: {'it is a directory' if file.is_dir() else 'the file does not exist'}"
-                          "; expected a YAML file with keys kind, jobs, cores, memory, ...")
+        what = "it is a directory" if file.is_dir() else "it is not a regular file" if file.exists() else \
+            "the file does not exist"
+        raise ConfigError(f"{name} is not allowed: {what}; expected a YAML file with keys kind, jobs, cores, memory, ...")
     try:
         spec = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
