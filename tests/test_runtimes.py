@@ -40,9 +40,9 @@ def test_a_measurement_is_shown_with_its_date_load_and_memory(tmp_path):
     measured = load_runtimes(path)
     assert set(measured["arora2019-deep-completion"]) == {"quick", "full"}
     line = runtime("arora2019-deep-completion", "full", measured)
-    assert "31.9 min (1913 s) measured 2026-12-03" in line and "1.5 before" in line and "4.1 max" in line
+    assert "31.9 min (1913 s) (CPU 50.0 min (3000 s)) measured 2026-12-03" in line and "1.5 before" in line and "4.1 max" in line
     assert "peak memory 2.2 GB" in line and "1 fails, 7 holds" in line
-    assert runtime("arora2019-deep-completion", "quick", measured).startswith("9.0 s measured")
+    assert runtime("arora2019-deep-completion", "quick", measured).startswith("9.0 s (CPU 50.0 min (3000 s))")
     # another experiment, or the other variant, without a record: never a guessed number
     assert runtime("li2021-incremental", "full", measured) == NOT_MEASURED
     assert describe(None) == NOT_MEASURED and describe({"date": "x"}) == NOT_MEASURED

@@ -65,14 +65,17 @@ def _memory(mb: float) -> str:
 
 
 def describe(record: dict | None) -> str:
-    """One catalogue phrase for a measurement record: the wall time, the peak memory, the date and the load
-    at which it was measured, and the verdict counts; "not measured yet" for None."""
+    """One catalogue phrase for a measurement record: the wall time and the CPU time of the process tree (less
+    sensitive to the load), the date and the load at which it was measured, the peak memory and the verdict
+    counts; "not measured yet" for None."""
     if not record:
         return NOT_MEASURED
     wall, date = record.get("wall_s"), str(record.get("date", "?"))[:10]
     if not isinstance(wall, int | float) or not math.isfinite(wall):
         return NOT_MEASURED
-    parts = [f"{_duration(wall)} measured {date}"]
+    cpu = record.get("cpu_s")
+    cpu = f" (CPU {_duration(cpu)})" if isinstance(cpu, int | float) and math.isfinite(cpu) else ""
+    parts = [f"{_duration(wall)}{cpu} measured {date}"]
     load = record.get("load_during") or {}
     before = record.get("load_before") or []
     if before or load:
