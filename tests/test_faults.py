@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 from implicitbias.cli import main
@@ -370,8 +371,14 @@ def test_a_close_that_times_out_is_a_warning_after_the_results_are_written(refer
     written_before_close = []
     original = LocalCluster.close
 
+    listening = []
+
     def close_times_out(self, *args, **kwargs):
         written_before_close.append(all((out / f).exists() for f in ("results.nc", "report.html", "checks.json")))
+        # every port the sweep's processes listen on (scheduler, dashboard, workers, nannies), while all are up
+        me = psutil.Process()
+        for process in [me, *me.children(recursive=True)]:
+            listening.extend(c.laddr.ip for c in process.net_connections("tcp") if c.status == psutil.CONN_LISTEN)
         original(self, *args, **kwargs)
         raise TimeoutError("the cluster did not close in time (injected)")
 
@@ -379,6 +386,9 @@ def test_a_close_that_times_out_is_a_warning_after_the_results_are_written(refer
     code, text = _cli(["run", *SMALL, "--workers", "1", "--out", str(out)])
     assert code == 0, text
     assert written_before_close == [True]
+    # the dashboard and the cluster listen on this machine only (a dashboard on every interface lets anyone on
+    # the network see and control the sweep)
+    assert len(listening) >= 3 and set(listening) == {"127.0.0.1"}, listening
     assert "warning: the Dask cluster did not close cleanly" in text and "Traceback" not in text, text
     _assert_resumed_equals(reference, out, kept)
 
