@@ -196,6 +196,22 @@ def test_limit_not_converged_below_the_range(name, statement, y_inf, last, bound
     assert v.outcome == "not_evaluated" and "not converged" in v.note and "outside the range" in v.note, v.line()
 
 
+def test_limit_accelerating_run_is_not_converged_and_cannot_fail():
+    """frei2023-kkt --quick's gradient flow from init scale 1 (four init scales): the KKT residual falls 0.9996,
+    0.9895, 0.8595 at t = 463, 1e10, 3e38, speeding up, and the line through them extrapolates to 0.90 +- 0.07, so
+    the old reading failed the theorem on a run that had only begun to converge. The late half of the checkpoints
+    now extrapolates below the early half (0.81 against 0.99): the run is accelerating, its limit may lie anywhere
+    below its last value, and the verdict is not_evaluated (not converged). Here on the cell's clock: 1 - 0.3
+    (log t / log 10^5)^4, accelerating towards 0.7 at t = 10^5."""
+    t = np.array([463.0, 9.962e9, 2.910e38])
+    run = extrapolated_limit(t, np.array([0.9996, 0.9895, 0.8595]), t > 0, lo=0.0, hi=1.0)
+    assert run.accelerating and run.y_inf - 2 * run.se > 0.05 and run.bracket()[0] == 0.0, run.describe()
+    y = np.r_[np.nan, 1.0 - 0.3 * (np.log(T[1:]) / math.log(T[-1])) ** 4]
+    assert _old_limit_outcome(T, y[None], 0.05) == "fails"
+    v = _by_start(_frei32(kkt_stationarity=y), "(2) converges")
+    assert v.outcome == "not_evaluated" and "accelerating" in v.note and "not converged" in v.note, v.line()
+
+
 def test_limit_fast_approach_within_the_bound_holds():
     """frei2023-kkt --quick, normalised GD: sigma_3/sigma_1 falls fast (here 0.3 t^-1/2) to 0.001 at the last
     checkpoint, and its 1/log t fit extrapolates below 0 (a faster approach overshoots). The limit lies in

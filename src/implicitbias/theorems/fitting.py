@@ -291,20 +291,27 @@ def quantity_range(name: str) -> tuple[float, float]:
 class Limit:
     """The fit y(t) = y_inf + c / log t on the late checkpoints of one run: the extrapolated limit y_inf, its
     standard error se (from the residuals of the fit), the approach coefficient c (> 0: falling, < 0: rising),
-    the last value, and the range [lo, hi] of the quantity.
+    the last value, the range [lo, hi] of the quantity, and the limits extrapolated from the early and the late
+    half of the checkpoints (y_early, y_late; nan with fewer than 3 checkpoints).
 
     What it says about the limit y* = lim y(t) (`bracket`): 1/log t is the slowest approach the theories give,
-    and a faster approach bends the curve towards its limit when plotted against 1/log t (y* + b t^-p =
-    y* + b exp(-p / u), u = 1/log t, is flat at u = 0), so the straight line through the late checkpoints
-    overshoots the limit: a falling run (c > 0) extrapolates below y*, a rising one above it, and a run still
-    moving fast overshoots by much. The extrapolation is therefore the far end of an interval whose near end is
-    the last value (the run has not turned back within the window): y* lies between the last value and
-    y_inf -+ 2 se, and within the range. The old reading took y_inf itself as an upper estimate of the limit of a
-    falling run; it is a lower one, so a run still falling fast passed whatever its last value.
+    and a faster approach bends the curve towards its limit when plotted against u = 1/log t (y* + b t^-p =
+    y* + b exp(-p / u) is flat at u = 0), so the straight line through the late checkpoints overshoots the
+    limit: a falling run (c > 0) extrapolates below y*, a rising one above it, and a run still moving fast
+    overshoots by much. The extrapolation is therefore the far end of an interval whose near end is the last
+    value (the run has not turned back within the window): y* lies between the last value and y_inf -+ 2 se,
+    and within the range. The old reading took y_inf itself as an upper estimate of the limit of a falling run;
+    it is a lower one, so a run still falling fast passed whatever its last value.
 
-    `outside`: y_inf lies outside the range by more than 2 se: the trend is not the 1/log t approach to any
-    value the quantity can take, i.e. the run has not converged (in the fitted form); the interval is then
-    clipped to the range and the note says so."""
+    Two signs that the run is not yet in that regime, so that its extrapolation bounds nothing and the interval
+    extends to the range's end on the far side (the note says so: not converged in the fitted form):
+    - `outside`: y_inf lies outside the range by more than 2 se: the trend is not the 1/log t approach to any
+      value the quantity can take;
+    - `accelerating`: the late half of the checkpoints extrapolates further in the direction of motion than the
+      early half (y_late < y_early for a falling run, > for a rising one, beyond their standard errors): the
+      curve bends away from its limit against 1/log t, the opposite of any approach at least as fast as 1/log t,
+      i.e. the run is still speeding up (frei2023-kkt's gradient flow from init scale 1: the KKT residual falls
+      0.9996, 0.9895, 0.8595 at t = 463, 1e10, 3e38, and the line through them extrapolates to 0.90)."""
 
     y_inf: float
     se: float
@@ -312,6 +319,9 @@ class Limit:
     last: float
     lo: float = -math.inf
     hi: float = math.inf
+    y_early: float = math.nan
+    y_late: float = math.nan
+    se_halves: float = 0.0
 
     @property
     def defined(self) -> bool:
@@ -324,14 +334,27 @@ class Limit:
         se = self.se if math.isfinite(self.se) else 0.0
         return self.defined and (self.y_inf + 2.0 * se < self.lo or self.y_inf - 2.0 * se > self.hi)
 
+    @property
+    def accelerating(self) -> bool:
+        """The late half extrapolates beyond the early half in the direction of motion by more than 2 standard
+        errors of the difference (and more than rounding, 1e-9 of the values' scale)."""
+        if not (self.defined and math.isfinite(self.y_early) and math.isfinite(self.y_late) and self.c != 0.0):
+            return False
+        shift = (self.y_early - self.y_late) * math.copysign(1.0, self.c)  # > 0: moved further along the motion
+        floor = 2.0 * self.se_halves + 1e-9 * max(1.0, abs(self.y_early), abs(self.y_late))
+        return shift > floor
+
     def bracket(self) -> tuple[float, float]:
-        """(lower, upper): the interval between the last value and y_inf -+ 2 se, clipped to [lo, hi]; the limit
+        """(lower, upper): the interval between the last value and y_inf -+ 2 se, clipped to [lo, hi], extended to
+        the range's end on the side the run moves to when it is `outside` the range or `accelerating`; the limit
         lies in it (see the class docstring); (nan, nan) when the fit is undefined."""
         if not self.defined:
             return math.nan, math.nan
         se = self.se if math.isfinite(self.se) else 0.0
         lower = min(self.last, self.y_inf - 2.0 * se)
         upper = max(self.last, self.y_inf + 2.0 * se)
+        if self.accelerating:
+            lower, upper = (self.lo, upper) if self.c > 0 else (lower, self.hi)
         clip = lambda v: min(max(v, self.lo), self.hi)  # noqa: E731
         return clip(lower), clip(upper)
 
@@ -345,29 +368,47 @@ class Limit:
             text += (f"; the extrapolation lies outside the range [{self.lo:g}, {self.hi:g}] of the quantity: not "
                      "converged in the fitted form (still in a transient, or approaching faster than 1/log t), so the "
                      "interval ends at the range's end and only the last value can decide")
+        if self.accelerating:
+            text += (f"; accelerating: the late half of the checkpoints extrapolates to {self.y_late:.4g}, the early "
+                     f"half to {self.y_early:.4g}: not converged in the fitted form (still speeding up), so the "
+                     "interval extends to the range's end")
         return text
+
+
+def _line(u, v) -> tuple[float, float, float]:
+    """(intercept, slope, standard error of the intercept) of v ~ intercept + slope u; se 0 with 2 points."""
+    A = np.stack([np.ones_like(u), u], axis=1)
+    coef, *_ = np.linalg.lstsq(A, v, rcond=None)
+    dof = v.size - 2
+    se = 0.0
+    if dof > 0:
+        s2 = float(np.sum((v - A @ coef) ** 2)) / dof
+        se = math.sqrt(s2 * float(np.linalg.inv(A.T @ A)[0, 0]))
+    return float(coef[0]), float(coef[1]), se
 
 
 def extrapolated_limit(time, y, keep=None, *, lo: float = -math.inf, hi: float = math.inf) -> Limit:
     """Least-squares fit of y = y_inf + c / log t on the checkpoints `keep` (default: `late_window`) with
     t > 1; [lo, hi]: the range of the quantity (`quantity_range`), which the `Limit` holds the extrapolation to.
     se is the standard error of y_inf (residual variance over n - 2 degrees of freedom); with 2 points it is 0
-    (an exact line), with fewer the limit is undefined (nan). `last` is the last fitted value."""
+    (an exact line), with fewer the limit is undefined (nan). `last` is the last fitted value. With 3 or more
+    checkpoints the same line is also fitted on the first and the last ceil(n/2) of them (y_early, y_late,
+    sharing the middle one when n is odd; se_halves: the root sum of squares of their standard errors)."""
     t, y = np.asarray(time, np.float64).ravel(), np.asarray(y, np.float64).ravel()
     keep = (late_window(t) if keep is None else np.asarray(keep, bool)) & (t > 1.0) & np.isfinite(y)
     last = float(y[keep][-1]) if keep.any() else (float(y[np.isfinite(y)][-1]) if np.isfinite(y).any() else math.nan)
     if keep.sum() < 2:
         return Limit(math.nan, math.nan, math.nan, last, lo, hi)
     u, v = 1.0 / np.log(t[keep]), y[keep]
-    A = np.stack([np.ones_like(u), u], axis=1)
-    coef, *_ = np.linalg.lstsq(A, v, rcond=None)
-    dof = v.size - 2
-    if dof > 0:
-        s2 = float(np.sum((v - A @ coef) ** 2)) / dof
-        se = math.sqrt(s2 * float(np.linalg.inv(A.T @ A)[0, 0]))
-    else:
-        se = 0.0
-    return Limit(float(coef[0]), se, float(coef[1]), last, float(lo), float(hi))
+    y_inf, c, se = _line(u, v)
+    early = late = math.nan
+    se_halves = 0.0
+    if v.size >= 3:
+        h = (v.size + 1) // 2
+        early, _, se_e = _line(u[:h], v[:h])
+        late, _, se_l = _line(u[-h:], v[-h:])
+        se_halves = math.hypot(se_e, se_l)
+    return Limit(y_inf, se, c, last, float(lo), float(hi), early, late, se_halves)
 
 
 def asymptotic_window(run, r: int) -> np.ndarray:
@@ -399,7 +440,8 @@ def limit_verdict(theorem: str, run, statement: str, name: str, target, tol: flo
     the bound, fails when the whole interval is above it, and is not_evaluated (not converged) when the interval
     straddles the bound: the run is still above the bound and only the extrapolation says it will come within
     it, or still within it and only the extrapolation says it will leave. An extrapolation outside the range
-    (`Limit.outside`) is a run that has not converged in the fitted form; the note says so. None of the limits
+    (`Limit.outside`), or a run still speeding up (`Limit.accelerating`), has not converged in the fitted form:
+    its interval extends to the range's end, and the note says so. None of the limits
     read this way comes with a rate or a time in its theorem (Frei et al.'s Theorem 3.2 describes the limit of
     gradient flow, Kou et al. state srank -> 1 and spread -> 1 without a time), so a run that has not converged
     is not_evaluated, never failed.
