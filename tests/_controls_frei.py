@@ -16,8 +16,11 @@ Issue 24's items on these checks, and where their controls are:
   time by which its limit is reached), so the cells the old threshold passed are checked in
   tests/test_negative_controls_frei.py::test_limit_not_converged_* (the issue's examples: a stable rank ending at
   14.36 with an extrapolation of -18.3 beside three converged runs, a margin spread extrapolated to 0.86,
-  sigma_3/sigma_1 to -0.083, all above their bounds at the last checkpoint). The negative controls of the limit
-  predictions here stall above the bound, where the limit's whole interval is above it.
+  sigma_3/sigma_1 to -0.083, all above their bounds at the last checkpoint), and ::test_limit_accelerating_* (a
+  KKT residual that had only begun to fall, which the old check failed). A failing verdict needs the limit's whole
+  interval, between the last value and the extrapolation, above the bound, which the old check failed too: the
+  new reading fails nothing the old one passed, it stops passing (and failing) runs that have not converged. The
+  negative controls of the limit predictions here stall above the bound.
 - item 10 (the linear decision boundary could never pass): its negative control is a network no more linear than
   at init; the item's own cells, where the old check gave not_evaluated on every run (k0 <= 4 inputs), are the
   positive controls (10^5 inputs drawn in the span of the neurons): tests/test_negative_controls_frei.py::
