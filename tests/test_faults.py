@@ -141,6 +141,8 @@ BAD_INPUTS = [
     ("run frei2023-kkt --quick --out {plain}", "--out"),
     ("run frei2023-kkt --quick --out {plain}/sub", "--out"),
     ("run frei2023-kkt --quick --out /proc/implicitbias-nowhere/out", "--out"),
+    ("run frei2023-kkt --quick --out /tmp/" + "a" * 300 + "/out", "--out"),  # a name longer than the file system's
+    ("report /tmp/" + "a" * 300, "File name too long"),
     (KKT + " --set model.width", "model.width"),
     (KKT + " --set =3", "--set"),
     (KKT + " --set 'method.lr=[0.1'", "method.lr"),
@@ -254,6 +256,15 @@ def test_bad_input_exits_2_at_once_naming_it_and_writes_nothing(command, names, 
     assert elapsed < 10, f"{elapsed:.1f} s"
     assert not out.exists(), "something was written before the input was refused"
     assert _listing(Path(files["root"])) == before, "a hostile file's directory was written to"
+
+
+def test_a_platform_jax_cannot_use_exits_2_naming_it(tmp_path):
+    """An environment error a fresh process meets (JAX's backends are initialised once per process)."""
+    env = {**os.environ, "JAX_PLATFORMS": "no_such_platform"}
+    proc = subprocess.run([sys.executable, "-m", "implicitbias.cli", "run", "frei2023-kkt", "--quick", "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "JAX_PLATFORMS='no_such_platform'" in proc.stderr and not (tmp_path / "out").exists()
 
 
 def test_the_table_covers_every_option_of_every_subcommand():

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from implicitbias._spec import ConfigError
+from implicitbias._spec import ConfigError, ResourceError
 
 EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_PREDICTION_FAILED = 2, 3, 1
 
@@ -95,6 +95,7 @@ def cmd_run(args) -> int:
 
     exp = get(args.name)
     out = _output_dir(args.out or f"runs/{exp.name}{'-quick' if args.quick else ''}")
+    _check_devices()
     config = exp.resolve(quick=args.quick, overrides=_parse_sets(args.set), seed=args.seed)
     runs = exp.runs(config)  # every run validated before anything trains
     say = lambda m: print(m, file=sys.stderr)
@@ -141,6 +142,21 @@ def cmd_run(args) -> int:
             return 130
 
 
+def _check_devices() -> None:
+    """JAX can compute here: a JAX_PLATFORMS this machine cannot serve (cuda without a GPU, a misspelling) is an
+    environment error, reported before anything is written."""
+    import jax
+
+    try:
+        jax.devices()
+    except Exception as exc:  # noqa: BLE001 - JAX reports an unusable platform as RuntimeError or AssertionError
+        platforms = os.environ.get("JAX_PLATFORMS", "")
+        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise ResourceError(f"JAX_PLATFORMS={platforms!r} cannot be used on this machine ({detail}): expected a platform "
+                            "it has (unset JAX_PLATFORMS to let JAX choose; a GPU needs `pip install implicitbias[gpu]`)") \
+            from None
+
+
 def _outputs_failed(exc: BaseException, out: Path, level: str = "warning") -> str:
     """One line for a figure or page that could not be drawn from complete results (an edge case of the plotting
     code, e.g. a log axis with no positive value): the results stay usable."""
@@ -156,8 +172,11 @@ def _output_dir(value: str) -> Path:
     """The --out directory, refused before anything is written when it names a file or cannot be created here."""
     out = Path(value)
     existing = out
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    try:
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+    except OSError as exc:  # a name too long, a loop of links
+        raise ConfigError(f"--out {value!r} is not allowed: {exc.strerror}; expected a directory path") from None
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {value!r} is not allowed: it is a file; expected a directory (created if absent)")
     if not existing.is_dir():
@@ -370,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: errors of the file system that are the machine's, not the program's: reported in one line, exit 2
 SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
-                errno.EISDIR, errno.ENOENT)
+                errno.EISDIR, errno.ENOENT, errno.ENAMETOOLONG, errno.ELOOP)
 
 
 def main(argv: list[str] | None = None) -> int:
