@@ -94,6 +94,7 @@ def files(tmp_path_factory) -> dict[str, str]:
         "cluster_memory": "kind: slurm\ncores: 1\nmemory: lots\n",
         "cluster_cores": "kind: slurm\ncores: abc\nmemory: 1GB\n",
         "cluster_ok": cluster,
+        "cluster_options": cluster + "scheduler_options: 3\n",
         "plain": "just a text file\n",
     }
     out = {"root": str(root), "missing": str(root / "missing"), "dir": str(root)}
@@ -171,6 +172,7 @@ BAD_INPUTS = [
     (KKT + " --cluster {cluster_jobs}", "cluster.jobs"),
     (KKT + " --cluster {cluster_memory}", "lots"),
     (KKT + " --cluster {cluster_cores}", "cluster_cores"),
+    (KKT + " --cluster {cluster_options}", "scheduler_options"),
     (KKT + " --no-progress=1", "--no-progress"),
     (KKT + " --verbose=1", "--verbose"),
     (KKT + " --worker-timeout 0", "--worker-timeout"),

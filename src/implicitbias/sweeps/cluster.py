@@ -317,6 +317,9 @@ def read_cluster_file(path: str | os.PathLike) -> tuple[str, int, dict]:
         if key not in allowed:
             raise ConfigError(f"cluster.{key} (in {file}) is not allowed: no such key; expected kind, jobs or one of "
                               f"dask-jobqueue's {', '.join(allowed)}")
+    if not isinstance(spec.get("scheduler_options", {}) or {}, dict):
+        raise ConfigError(f"cluster.scheduler_options = {spec['scheduler_options']!r} (in {file}) is not allowed: expected "
+                          "a mapping of Dask scheduler options, e.g. {dashboard_address: '127.0.0.1:8787'}")
     job = {k: v for k, v in spec.items() if k in job_keys}
     try:
         cls.job_cls(scheduler="tcp://127.0.0.1:8786", name="check", **job).job_script()
@@ -347,8 +350,10 @@ def jobqueue_client(path: str | os.PathLike, *, dashboard_address: str = DASHBOA
     try:
         with dask.config.set(SCHEDULER_CONFIG):
             cluster = cls(**spec, scheduler_options=options)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"--cluster {path}: {exc} (the keys other than kind and jobs are dask-jobqueue's)") from None
+    except Exception as exc:  # noqa: BLE001 - dask-jobqueue's and the scheduler's own refusals, whatever they raise
+        detail = " ".join(str(exc).split())[:200]
+        raise ResourceError(f"--cluster {path}: the cluster did not start ({type(exc).__name__}: {detail}; the keys other "
+                            "than kind and jobs are dask-jobqueue's)") from None
     cluster.scale(jobs=jobs)
     client = Client(cluster)
     client.implicitbias_kind = kind
