@@ -315,6 +315,7 @@ def cmd_report(args) -> int:
     if not out.exists():
         raise ConfigError(f"{out} does not exist: give the directory written by `implicitbias run` (or its results.nc)")
     file = out / "results.nc" if out.is_dir() else out
+    _check_devices()  # the checks are recomputed with JAX
     try:
         results = load(out)
     except ConfigError as exc:
