@@ -80,3 +80,42 @@ def test_ctrl_c_during_a_store_write_is_raised_after_the_file_is_complete(tmp_pa
     with xr.open_dataset(tmp_path / "a.nc") as back:
         np.testing.assert_array_equal(back["x"].values, ds["x"].values)
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_write_past_the_file_size_limit_names_the_file_and_leaves_no_temporary(tmp_path):
+    # NetCDF reports a full disk or `ulimit -f` only as "HDF error"; atomic_file names the file and the cause
+    import resource
+
+    from implicitbias.storage.results import DiskFull, save
+
+    ds = xr.Dataset({"x": ("i", np.random.default_rng(0).random(40_000))})  # ~320 kB
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, hard))
+    try:
+        with pytest.raises(DiskFull, match="ulimit -f") as caught:
+            save(ds, tmp_path / "big.nc")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert str(tmp_path / "big.nc") in str(caught.value)
+    assert not list(tmp_path.iterdir())  # neither the file nor its temporary
+    save(ds, tmp_path / "big.nc")  # the negative control: without the limit the same write succeeds
+    assert (tmp_path / "big.nc").exists()
+
+
+def test_failures_are_recorded_until_the_run_is_stored_and_temporaries_are_cleaned(tmp_path):
+    from implicitbias.runs.spec import RESULTS_FORMAT
+    from implicitbias.storage.store import RunStore
+
+    exp = get("linear-regression-implicit-bias")
+    spec = exp.runs(exp.resolve(quick=True))[0]
+    store = RunStore(tmp_path)
+    store.save_failure(spec, "ValueError: injected")
+    assert store.failures()[spec.key()]["error"] == "ValueError: injected"
+    (tmp_path / "runs").mkdir(exist_ok=True)
+    stray = tmp_path / "runs" / f".{spec.key()}.nc.999.abcdef12.tmp"
+    stray.write_bytes(b"half")
+    kept = tmp_path / "runs" / "notes.txt"
+    kept.write_text("not a temporary")
+    assert store.clean_temporaries() == [stray] and kept.exists()
+    store.save_run(_run_arrays(spec, 3, 2, 0).assign_attrs(format=RESULTS_FORMAT))
+    assert store.failures() == {}  # the stored run supersedes its failure
