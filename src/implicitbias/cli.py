@@ -195,7 +195,7 @@ def _finish(exp, config, args, out, results, outcome, runs, command, started_at,
 
     if len(results.failed) < len(results.runs):  # something to show: results, figures and report
         save_results(results, out / "results.nc")
-        paths = {"results": str(out / "results.nc"), "log": str(out / "log.txt")}
+        paths = {}
         try:
             paths["report"] = str(write_outputs(exp, results, out, {
                 "variant": "quick" if args.quick else "full", "method": config.method.kind,
@@ -203,7 +203,7 @@ def _finish(exp, config, args, out, results, outcome, runs, command, started_at,
             }, warn=say))
         except (ArithmeticError, ValueError, TypeError, IndexError, KeyError, RuntimeError) as exc:
             say(_outputs_failed(exc, out))  # the results are complete: only their pictures are missing
-        print(_summary(results.checks, args, paths))
+        print(_summary(results.checks, args, {**paths, "results": str(out / "results.nc"), "log": str(out / "log.txt")}))
         print(f"wall time {wall:.1f} s ({len(runs)} runs: {outcome.trained} trained, {outcome.reused} loaded)")
     failed = outcome.failed
     if failed:
