@@ -371,8 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", help="YAML file describing a SLURM/PBS cluster for dask-jobqueue "
                    "(see implicitbias.sweeps.cluster)")
     p.add_argument("--worker-timeout", type=float, metavar="SECONDS",
-                   help="give up (exit 2) when the cluster has no worker for this long (default: 60 s for local "
-                   "workers and --scheduler, 300 s for --cluster)")
+                   help="give up (exit 2) when the cluster has no worker for this long (default: 30 s for local "
+                   "workers, 60 s for --scheduler, 300 s for --cluster)")
     p.add_argument("--dashboard", metavar="HOST:PORT", help="where the Dask dashboard listens (default 127.0.0.1 on a "
                    "free port: this machine only; 0.0.0.0:8787 exposes it to the network)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

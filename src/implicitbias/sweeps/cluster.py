@@ -155,7 +155,7 @@ DASHBOARD_ADDRESS = "127.0.0.1:0"
 
 #: seconds to wait for a first worker before giving up (`--worker-timeout`): local worker processes start in
 #: a few seconds; a batch system's jobs may wait in its queue
-WORKER_TIMEOUT_S = {"local": 60.0, "scheduler": 60.0, "batch": 300.0}
+WORKER_TIMEOUT_S = {"local": 30.0, "scheduler": 60.0, "batch": 300.0}
 
 
 def _ignore_sigint() -> None:
