@@ -90,15 +90,22 @@ class SensingConstraints:
     def __init__(self, A: np.ndarray, y: np.ndarray, shape: tuple[int, int], *, symmetric: bool = False):
         if symmetric:
             A = 0.5 * (A + np.swapaxes(A, 1, 2))
-        self.shape, self.A, self.y = shape, A.reshape(A.shape[0], -1), y
-        _, s, Vt = np.linalg.svd(self.A, full_matrices=False)
-        keep = s > s[0] * max(self.A.shape) * np.finfo(np.float64).eps if s.size and s[0] > 0 else np.zeros(0, bool)
+        self.shape, self.A, self.y = shape, A.reshape(A.shape[0], shape[0] * shape[1]), y
+        U, s, Vt = np.linalg.svd(self.A, full_matrices=False)
+        # numerical rank and consistency by the same rounding rule (NumPy's matrix_rank: max(n, d1 d2) eps s_max):
+        # y must lie in the span of the kept left singular vectors up to that relative rounding
+        rounding = max(self.A.shape) * np.finfo(np.float64).eps
+        keep = s > s[0] * rounding if s.size and s[0] > 0 else np.zeros(s.size, bool)
         self.Q = Vt[keep].T  # (d1 d2, r), orthonormal columns spanning the row space
-        # the minimum-norm solution lies in the row space: the projections below keep it
-        self.w0 = np.linalg.lstsq(self.A, y, rcond=None)[0]
-        miss = float(np.max(np.abs(self.A @ self.w0 - y), initial=0.0))
-        if miss > 1e-8 * max(1.0, float(np.max(np.abs(y), initial=0.0))):
-            raise ValueError(f"no matrix satisfies the measurements <A_i, W> = y_i (least-squares residual {miss:.3g})")
+        Ur = U[:, keep]
+        coef = Ur.T @ y
+        miss = float(np.linalg.norm(y - Ur @ coef))
+        condition = s[0] / s[keep][-1] if keep.any() else 1.0
+        if miss > rounding * (1.0 + condition) * max(float(np.linalg.norm(y)), np.finfo(np.float64).tiny):
+            raise ValueError(f"no matrix satisfies the measurements <A_i, W> = y_i: y is {miss:.3g} away from the "
+                             "range of the measurement map")
+        # the minimum-norm solution A^+ y = V_r S_r^-1 U_r^T y lies in the row space: the projections keep it
+        self.w0 = self.Q @ (coef / s[keep])
 
     def project_affine(self, V):
         v = V.reshape(-1)
