@@ -46,6 +46,8 @@ def test_a_measurement_is_shown_with_its_date_load_and_memory(tmp_path):
     # another experiment, or the other variant, without a record: never a guessed number
     assert runtime("li2021-incremental", "full", measured) == NOT_MEASURED
     assert describe(None) == NOT_MEASURED and describe({"date": "x"}) == NOT_MEASURED
+    stopped = describe(dict(RECORD, timed_out_after_s=1800.0, exit_code=-9))
+    assert stopped.startswith("not finished: stopped after 31.9 min (1913 s)") and "exit code -9" in stopped
 
 
 def test_catalogue_lines_name_every_experiment(tmp_path):

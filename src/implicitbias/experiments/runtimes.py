@@ -67,7 +67,8 @@ def _memory(mb: float) -> str:
 def describe(record: dict | None) -> str:
     """One catalogue phrase for a measurement record: the wall time and the CPU time of the process tree (less
     sensitive to the load), the date and the load at which it was measured, the peak memory and the verdict
-    counts; "not measured yet" for None."""
+    counts; "not measured yet" for None. A run stopped by the benchmark's timeout reads "not finished: stopped
+    after ..." (a measured lower bound, never an estimate)."""
     if not record:
         return NOT_MEASURED
     wall, date = record.get("wall_s"), str(record.get("date", "?"))[:10]
@@ -75,7 +76,9 @@ def describe(record: dict | None) -> str:
         return NOT_MEASURED
     cpu = record.get("cpu_s")
     cpu = f" (CPU {_duration(cpu)})" if isinstance(cpu, int | float) and math.isfinite(cpu) else ""
-    parts = [f"{_duration(wall)}{cpu} measured {date}"]
+    stopped = record.get("timed_out_after_s")
+    parts = [f"not finished: stopped after {_duration(wall)}{cpu} on {date}" if stopped
+             else f"{_duration(wall)}{cpu} measured {date}"]
     load = record.get("load_during") or {}
     before = record.get("load_before") or []
     if before or load:
