@@ -92,6 +92,16 @@ def _run_quick(name, quick_runs, tmp_path_factory):
     return quick_runs[name]
 
 
+#: predictions that a quick variant is known to fail: findings, not defects (each is said in the experiment's
+#: description). The test asserts that exactly these fail, so a finding that goes away, or a new failure, is seen.
+FINDINGS = {
+    # Conjecture 1 below the recovery threshold: the ratio rises as alpha falls (1.038 -> 1.063 over
+    # alpha = 1e-3..1e-8), so gradient flow ends at neither W* nor the minimum-nuclear-norm interpolator
+    "gunasekar2017-sensing": [("gaussian_few, d=10, n=20, method=gf",
+                               "Gunasekar et al. 2017, Conjecture 1 (general measurements)")] * 2,
+}
+
+
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(n)) for n in NAMES])
 def test_quick_variant_end_to_end(name, quick_runs, tmp_path_factory):
     code, out = _run_quick(name, quick_runs, tmp_path_factory)
@@ -101,8 +111,8 @@ def test_quick_variant_end_to_end(name, quick_runs, tmp_path_factory):
     assert list((out / "figures").glob("*.png")) and list((out / "figures").glob("*.pdf"))
     checks = json.loads((out / "checks.json").read_text())
     assert checks, "every experiment checks something"
-    failed = [c["line"] for c in checks if c["kind"] == "prediction" and c["outcome"] == "fails"]
-    assert not failed, failed
+    failed = sorted((c["cell"], c["theorem"]) for c in checks if c["kind"] == "prediction" and c["outcome"] == "fails")
+    assert failed == FINDINGS.get(name, []), [c["line"] for c in checks if c["outcome"] == "fails"]
     results = load(out)
     assert len(results.runs) == len(results.arrays) and results.runs
     for i, (spec, ds) in enumerate(zip(results.runs, results.arrays)):
