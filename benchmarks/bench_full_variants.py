@@ -128,8 +128,7 @@ def run_one(name: str, quick: bool, out: Path, *, cache: str, workers: int | Non
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         "compile_cache": cache,
         "exit_code": code,
-        "command": " ".join(["implicitbias", "run", name] + (["--quick"] if quick else [])
-                            + cmd[cmd.index("--no-progress") + 1:]),
+        "command": " ".join(["implicitbias", "run", name] + cmd[cmd.index("--no-progress") + 1:]),
     }
     if timed_out:
         record["timed_out_after_s"] = timeout
