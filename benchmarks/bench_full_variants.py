@@ -12,7 +12,8 @@ keeps
   shared between processes, e.g. the libraries each worker maps, count once per process: an upper bound);
 - the machine's load average (1, 5, 15 minutes) just before, and the 1-minute load's mean and max while it ran
   (the machine is shared: a time says little without the load it was measured at);
-- the exit code, the verdicts of its checks (`checks.json`: how many hold, fail, are inconclusive, ...);
+- the exit code, the outcomes of its predictions and of its assumptions, counted apart (`checks.json`: how many
+  hold, fail, are not evaluated, outside scope);
 - the runs, steps and gradient evaluations of its training (`results.nc`: each run's last checkpoint);
 - the commit of the source that ran (`--src`: a `git worktree` at a fixed commit keeps a long benchmark from
   picking up edits made to the working tree while it runs).
@@ -140,7 +141,9 @@ def collect(out: Path) -> dict:
     found: dict = {}
     checks = out / "checks.json"
     if checks.is_file():
-        found["verdicts"] = dict(Counter(c.get("outcome", "?") for c in json.loads(checks.read_text())))
+        verdicts = json.loads(checks.read_text())
+        for kind in ("prediction", "assumption"):
+            found[f"{kind}s"] = dict(Counter(c.get("outcome", "?") for c in verdicts if c.get("kind") == kind))
     results = out / "results.nc"
     if results.is_file():
         from implicitbias.storage.results import load_results
@@ -214,11 +217,13 @@ def main() -> int:
             record_measurement(name, variant, record, args.runtimes)
         if not args.keep:
             shutil.rmtree(out, ignore_errors=True)
-    print("\n| variant | wall | peak memory | CPU | load before / mean / max during | verdicts | runs | steps | "
+    print("\n| variant | wall | peak memory | CPU | load before / mean / max during | predictions | runs | steps | "
           "gradient evaluations | exit |\n|---|---|---|---|---|---|---|---|---|---|")
     for name, r in table.items():
         load = r.get("load_during") or {}
-        verdicts = ", ".join(f"{n} {k}" for k, n in sorted((r.get("verdicts") or {}).items()))
+        verdicts = ", ".join(f"{n} {k}" for k, n in sorted((r.get("predictions") or {}).items()))
+        unmet = (r.get("assumptions") or {}).get("fails", 0)
+        verdicts += f" ({unmet} assumptions not met)" if unmet else ""
         print(f"| {name} ({variant}) | {r['wall_s']:.1f} s | {r['peak_rss_mb']:.0f} MB | {r['cpu_s']:.0f} s | "
               f"{r['load_before'][0]:.1f} / {load.get('mean', float('nan')):.1f} / {load.get('max', float('nan')):.1f} | "
               f"{verdicts} | {r.get('runs', '')} | {r.get('steps', '')} | {r.get('grad_evals', '')} | {r['exit_code']} |")

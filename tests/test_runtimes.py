@@ -22,7 +22,8 @@ from implicitbias.experiments.runtimes import (
 
 RECORD = {"date": "2026-12-03T03:00:00Z", "wall_s": 1913.4, "peak_rss_mb": 2300.0, "cpu_s": 3000.0,
           "load_before": [1.5, 1.2, 1.0], "load_during": {"mean": 2.6, "max": 4.1}, "cpus": 2, "exit_code": 0,
-          "verdicts": {"holds": 7, "fails": 1}, "runs": 12, "steps": 100, "grad_evals": 400}
+          "predictions": {"holds": 7, "fails": 1},
+          "assumptions": {"holds": 3, "fails": 2}, "runs": 12, "steps": 100, "grad_evals": 400}
 
 
 def test_no_hand_written_run_times_in_the_experiments():
@@ -41,7 +42,7 @@ def test_a_measurement_is_shown_with_its_date_load_and_memory(tmp_path):
     assert set(measured["arora2019-deep-completion"]) == {"quick", "full"}
     line = runtime("arora2019-deep-completion", "full", measured)
     assert "31.9 min (1913 s) (CPU 50.0 min (3000 s)) measured 2026-12-03" in line and "1.5 before" in line and "4.1 max" in line
-    assert "peak memory 2.2 GB" in line and "1 fails, 7 holds" in line
+    assert "peak memory 2.2 GB" in line and "predictions 1 fails, 7 holds; 2 assumptions not met" in line
     assert runtime("arora2019-deep-completion", "quick", measured).startswith("9.0 s (CPU 50.0 min (3000 s))")
     # another experiment, or the other variant, without a record: never a guessed number
     assert runtime("li2021-incremental", "full", measured) == NOT_MEASURED

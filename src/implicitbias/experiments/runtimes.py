@@ -10,7 +10,8 @@ A record (one per experiment and variant, under "measurements"/NAME/"quick"|"ful
 
     {"date": "2026-12-03T03:10:00Z", "wall_s": 41.2, "peak_rss_mb": 812.0, "cpu_s": 70.5,
      "load_before": [1-, 5-, 15-minute load], "load_during": {"mean": 2.9, "max": 4.1}, "cpus": 2,
-     "exit_code": 0, "verdicts": {"holds": 12, "fails": 0, ...}, "runs": 16, "steps": 123456,
+     "exit_code": 0, "predictions": {"holds": 12, "fails": 0, ...},
+     "assumptions": {"holds": 20, "fails": 2}, "runs": 16, "steps": 123456,
      "grad_evals": 234567, "command": "implicitbias run ..."}
 """
 
@@ -88,9 +89,15 @@ def describe(record: dict | None) -> str:
                      + (f" on {cpus} cores" if cpus else ""))
     if isinstance(record.get("peak_rss_mb"), int | float):
         parts.append(f"peak memory {_memory(record['peak_rss_mb'])}")
-    verdicts = record.get("verdicts") or {}
-    if verdicts:
-        parts.append("checks " + ", ".join(f"{n} {k}" for k, n in sorted(verdicts.items())))
+    if "predictions" in record:
+        counts = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(record["predictions"].items()))
+        parts.append(f"predictions {counts or 'none'}")
+        unmet = (record.get("assumptions") or {}).get("fails", 0)
+        if unmet:
+            parts.append(f"{unmet} assumptions not met (their predictions outside scope)")
+    elif record.get("verdicts"):  # recorded before assumptions and predictions were counted apart
+        parts.append("assumptions and predictions together "
+                     + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(record["verdicts"].items())))
     if record.get("exit_code", 0) != 0:
         parts.append(f"exit code {record['exit_code']}")
     return "; ".join(parts)
