@@ -36,7 +36,7 @@ import numpy as np
 from _controls import Control
 from implicitbias.models import TwoLayer
 from implicitbias.reference import max_margin_svm
-from test_negative_controls_frei import KOU_MODEL, LEAKY, LOGT, T, _aligned, _ctx, _data
+from test_negative_controls_frei import KOU_MODEL, LEAKY, LOGT, T, _aligned, _ctx, _data, frei32_curves
 
 FREI_Z = "(5) z = W^T a"
 
@@ -58,12 +58,7 @@ def _frei32(W=None, **over):
     W0, a = _frei32_aligned()
     W = W0 if W is None else W
     a = a / np.sqrt(8)
-    z = W.T @ a
-    curves = {"loss": np.r_[0.69, 0.5 / T[1:]], "margin_spread": np.r_[np.inf, 1.0 + 0.3 / LOGT[1:]],
-              "kkt_stationarity": np.r_[np.nan, 0.3 / LOGT[1:]], "W.sigma3_ratio": 0.1 / LOGT,
-              "W.stable_rank": np.r_[7.5, 1.0 + 0.5 / LOGT[1:]], "linear_agreement": np.r_[0.9, np.ones(T.size - 1)],
-              "z_margin": np.full(T.size, np.min(data.y * (data.X @ z)) / np.linalg.norm(z))}
-    return _ctx({**curves, **over}, data, LEAKY, W, a)
+    return _ctx({**frei32_curves(data, W, a), **over}, data, LEAKY, W, a)
 
 
 def _noisy_W():

@@ -32,11 +32,12 @@ import _table_instances as ti
 from _controls import Control
 from implicitbias.data import KnownSVM2D, MulticlassSeparable, Separable
 from implicitbias.losses import Loss
-from implicitbias.models import DeepLinear, Linear, MulticlassLinear
+from implicitbias.models import DeepLinear, Linear
 from implicitbias.runs import RunSpec
 from implicitbias.theorems.base import RunContext
 from implicitbias.training import GD, SGD, NormalizedGD
 from implicitbias.training.methods import GradientFlow
+from test_soudry_ji import _multiclass_cell
 
 LOGISTIC = Loss(name="logistic")
 SPEC_2D = KnownSVM2D(n=12)
@@ -135,24 +136,7 @@ def _mc_data():
 
 def _multiclass(path, time=TIME, lr=0.5) -> RunContext:
     """A one-run multiclass cell from the path W(t) (checkpoint, k, d), metrics computed as the recorder does."""
-    data = _mc_data()
-    y = data.y.astype(int)
-    path = np.asarray(path, np.float64)
-    S = np.einsum("tkd,nd->tnk", path, data.X)
-    own = S[:, np.arange(data.n), y]
-    others = np.where(np.arange(path.shape[1])[None, None, :] == y[None, :, None], -np.inf, S)
-    q = own - others.max(axis=2)
-    lse = np.log(np.sum(np.exp(others - own[:, :, None]), axis=2))
-    norm = np.maximum(np.linalg.norm(path.reshape(len(time), -1), axis=1), 1e-300)
-    metrics = {"loss": np.mean(np.logaddexp(0.0, lse), axis=1), "param_norm": norm, "min_margin": q.min(axis=1),
-               "normalized_margin": q.min(axis=1) / norm, "time": np.asarray(time, float),
-               "step": np.asarray(time, float) / lr}
-    vars_ = {k: (("run", "checkpoint"), v[None]) for k, v in metrics.items()}
-    vars_["trajectory.theta.W"] = (("run", "checkpoint", "a", "b"), path[None])
-    ds = xr.Dataset(vars_, coords={"run": [0], "checkpoint": np.arange(len(time))})
-    run = RunSpec(model=MulticlassLinear(classes=path.shape[1]), data=MC_SPEC, loss=Loss(name="cross_entropy"),
-                  method=GD(lr=lr), init_scale=0.0, keep_trajectory=True)
-    return RunContext(runs=[run], results=ds, data=[data])
+    return _multiclass_cell(_mc_data(), np.asarray(path, np.float64), time, lr, data_spec=MC_SPEC)
 
 
 @functools.cache

@@ -69,17 +69,12 @@ def _orthogonal_to(*vs, d):
 @functools.cache
 def frei32():
     """Theorem 3.2's KKT-like cell: every neuron sign(a_j) 5 w_svm, curves approaching their limits like 1/log t."""
-    from test_negative_controls_frei import LEAKY, LOGT, T, _aligned, _ctx, _data
+    from test_negative_controls_frei import LEAKY, _aligned, _ctx, _data, frei32_curves
 
     data = _data(n_test=400)
     W, a = _aligned(data, 8)
     a = a / np.sqrt(8)
-    z = W.T @ a
-    curves = {"loss": np.r_[0.69, 0.5 / T[1:]], "margin_spread": np.r_[np.inf, 1.0 + 0.3 / LOGT[1:]],
-              "kkt_stationarity": np.r_[np.nan, 0.3 / LOGT[1:]], "W.sigma3_ratio": 0.1 / LOGT,
-              "W.stable_rank": np.r_[7.5, 1.0 + 0.5 / LOGT[1:]], "linear_agreement": np.r_[0.9, np.ones(T.size - 1)],
-              "z_margin": np.full(T.size, np.min(data.y * (data.X @ z)) / np.linalg.norm(z))}
-    return _ctx(curves, data, LEAKY, W, a)
+    return _ctx(frei32_curves(data, W, a), data, LEAKY, W, a)
 
 
 @functools.cache

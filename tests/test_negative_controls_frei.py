@@ -92,17 +92,22 @@ def test_kou_structure_of_the_leaky_limit():
 LEAKY = TwoLayer(width=8, activation="leaky_relu", gamma=0.9, outer_signs="balanced")
 
 
+def frei32_curves(data, W, a) -> dict:
+    """Theorem 3.2's curves for a KKT-like network (W, a) on `data`: limits approached like 1/log t, the z margin
+    of the final network."""
+    z = W.T @ a
+    return {"loss": np.r_[0.69, 0.5 / T[1:]], "margin_spread": np.r_[np.inf, 1.0 + 0.3 / LOGT[1:]],
+            "kkt_stationarity": np.r_[np.nan, 0.3 / LOGT[1:]], "W.sigma3_ratio": 0.1 / LOGT,
+            "W.stable_rank": np.r_[7.5, 1.0 + 0.5 / LOGT[1:]], "linear_agreement": np.r_[0.9, np.ones(T.size - 1)],
+            "z_margin": np.full(T.size, np.min(data.y * (data.X @ z)) / np.linalg.norm(z))}
+
+
 def _frei32(data=None, W=None, **over):
     data = _data(n_test=400) if data is None else data
     W0, a = _aligned(data, 8)
     W = W0 if W is None else W
     a = a / np.sqrt(8)
-    z = W.T @ a
-    good = {"loss": np.r_[0.69, 0.5 / T[1:]], "margin_spread": np.r_[np.inf, 1.0 + 0.3 / LOGT[1:]],
-            "kkt_stationarity": np.r_[np.nan, 0.3 / LOGT[1:]], "W.sigma3_ratio": 0.1 / LOGT,
-            "W.stable_rank": np.r_[7.5, 1.0 + 0.5 / LOGT[1:]], "linear_agreement": np.r_[0.9, np.ones(T.size - 1)],
-            "z_margin": np.full(T.size, np.min(data.y * (data.X @ z)) / np.linalg.norm(z))}
-    return FreiTheorem32().check(_ctx({**good, **over}, data, LEAKY, W, a))
+    return FreiTheorem32().check(_ctx({**frei32_curves(data, W, a), **over}, data, LEAKY, W, a))
 
 
 def test_frei32_structure_of_the_stored_W_is_read_only_near_a_kkt_point():

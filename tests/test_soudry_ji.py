@@ -318,8 +318,9 @@ def test_multiclass_data_and_its_svm():
         Dataset(data.X, data.y + 0.5, task="multiclass").validate()
 
 
-def _multiclass_cell(data, path, time, lr=1.0):
-    """A one-run multiclass context from a path W(t) (checkpoint, k, d), metrics computed as the recorder does."""
+def _multiclass_cell(data, path, time, lr=1.0, data_spec=None):
+    """A one-run multiclass context from a path W(t) (checkpoint, k, d), metrics computed as the recorder does
+    (`data_spec`: the run's data spec; default MulticlassSeparable(n, d) of `data`)."""
     from implicitbias.data import MulticlassSeparable
     from implicitbias.models import MulticlassLinear
 
@@ -336,8 +337,9 @@ def _multiclass_cell(data, path, time, lr=1.0):
     vars_ = {k: (("run", "checkpoint"), v[None]) for k, v in metrics.items()}
     vars_["trajectory.theta.W"] = (("run", "checkpoint", "a", "b"), path[None])
     ds = xr.Dataset(vars_, coords={"run": [0], "checkpoint": np.arange(len(time))})
-    run = RunSpec(model=MulticlassLinear(classes=path.shape[1]), data=MulticlassSeparable(n=data.n, d=data.d),
-                  loss=Loss(name="cross_entropy"), method=GD(lr=lr), init_scale=0.0, keep_trajectory=True)
+    spec = MulticlassSeparable(n=data.n, d=data.d) if data_spec is None else data_spec
+    run = RunSpec(model=MulticlassLinear(classes=path.shape[1]), data=spec, loss=Loss(name="cross_entropy"),
+                  method=GD(lr=lr), init_scale=0.0, keep_trajectory=True)
     return RunContext(runs=[run], results=ds, data=[data])
 
 
