@@ -77,8 +77,10 @@ def _figure(results):
     rows = _table(results)
     inits = sorted({r["init"] for r in rows if r["method"] != "nuclear norm"})
     fig, (a, b, c) = panels(3)
+    methods = sorted({r["method"] for r in rows} - {"nuclear norm"})
+    color = {m: f"C{k + 1}" for k, m in enumerate(methods)} | {"nuclear norm": "k"}  # one colour per method
     for method, (ns, v) in _curves(_smallest_init(rows), "error").items():
-        a.plot(ns, v, "s--" if method == "nuclear norm" else "o-", ms=4, label=method)
+        a.plot(ns, v, "s--" if method == "nuclear norm" else "o-", ms=4, color=color[method], label=method)
     a.set_xlabel("observed entries n")
     a.set_yscale("log")
     a.set_ylabel("||W - W*||_F / ||W*||_F (median over trials)")
@@ -87,12 +89,12 @@ def _figure(results):
     # against the init, one panel pair per n would crowd the figure: the n the claims are read at (the smallest
     # identifiable one, n > r (2 d - r); the smallest n where none is)
     ns = sorted({r["n"] for r in rows})
-    n = next((m for m in ns if m > spec.data.rank * (2 * spec.data.d - spec.data.rank)), ns[0])
+    n = next(iter(identifiable(ns, spec.data.d, spec.data.rank)), ns[0])
     at_n = [r for r in rows if r["n"] == n]
     for ax, key in ((b, "error"), (c, "effective_rank")):
         for method in sorted({r["method"] for r in at_n} - {"nuclear norm"}):
             v = [np.median([r[key] for r in at_n if r["method"] == method and r["init"] == i]) for i in inits]
-            ax.plot(inits, v, "o-", ms=4, label=method)
+            ax.plot(inits, v, "o-", ms=4, color=color[method], label=method)
         ref = np.median([r[key] for r in at_n if r["method"] == "nuclear norm"])
         ax.axhline(ref, ls="--", color="k", lw=1, label="nuclear norm")
         ax.set_xscale("log")
@@ -123,6 +125,12 @@ def _claims(results):
     return claims_at(_smallest_init(_table(results)), data.d, data.rank)
 
 
+def identifiable(ns, d: int, rank: int) -> list:
+    """The observation counts n > r (2 d - r) among `ns`, ascending: the degrees of freedom of a rank-r d x d
+    matrix, below which the completion is not unique."""
+    return sorted(n for n in set(ns) if n > rank * (2 * d - rank))
+
+
 def claims_at(rows, d: int, rank: int):
     """At the smallest n of the grid where the completion is identifiable, n > r (2 d - r) (the degrees of freedom
     of a rank-r d x d matrix: with fewer entries, infinitely many rank-r matrices fit them and no method can recover
@@ -131,7 +139,7 @@ def claims_at(rows, d: int, rank: int):
     not_evaluated with that reason."""
     title = "Arora et al. 2019, deep matrix completion"
     dof = rank * (2 * d - rank)
-    ns = sorted({r["n"] for r in rows if r["n"] > dof})
+    ns = identifiable((r["n"] for r in rows), d, rank)
     statements = ["depth >= 3 recovers better than the nuclear-norm minimiser: best median error of the depths >= 3",
                   "depth >= 3 recovers better than depth 2: best median error of the depths >= 3"]
     if not ns:
