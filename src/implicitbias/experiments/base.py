@@ -26,8 +26,9 @@ class Experiment:
     settings and their source in `settings_source`); `quick` overrides make the <= 60 s variant run in CI.
     `runs(config)` declares its runs (grid, parts and trials expanded once, `expand`);
     `theorems(cell)` lists the Theorem objects checked on a cell (`implicitbias.runs.results.Cell`: runs
-    that differ only in init, learning rate, numeric model fields and data seed); `claims(results)` returns
-    Verdicts on the paper's qualitative claims across cells (e.g. "the drop grows with d");
+    that differ only in init, learning rate, numeric model fields and data seed); `claims` are the paper's
+    qualitative claims across cells (e.g. "the drop grows with d"), as `CellsTheorem` objects checked on all
+    the cells at once;
     `tables(results, out_dir)` writes extra tables (CSV) next to the figures and returns their paths."""
 
     name: str
@@ -40,7 +41,7 @@ class Experiment:
     theorems: Callable[[Any], list] = lambda cell: []
     settings_source: str = ""
     tables: Callable[[Any, Any], list] | None = None
-    claims: Callable[[Any], list] | None = None
+    claims: tuple = ()
 
     def resolve(self, quick: bool = False, overrides: dict[str, Any] | None = None,
                 seed: int | None = None) -> ExperimentConfig:

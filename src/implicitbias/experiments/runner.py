@@ -14,7 +14,7 @@ from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.runs.results import Results
 from implicitbias.storage.store import RunStore
 from implicitbias.sweeps.sweep import SweepOutcome, run_sweep
-from implicitbias.theorems.base import RunContext, Verdict
+from implicitbias.theorems.base import CellsContext, RunContext, Verdict
 
 
 def run_experiment(experiment: Experiment, config: ExperimentConfig, out_dir: str | Path, *, workers: int | None = None,
@@ -34,20 +34,33 @@ def run_experiment(experiment: Experiment, config: ExperimentConfig, out_dir: st
 
 
 def evaluate_checks(experiment: Experiment, results: Results) -> list[dict]:
+    """Every theorem of every cell, then the paper's claims across cells (`CellsTheorem`s)."""
     out = []
     for cell in results.cells:
         ctx = RunContext.of(cell)
         for theorem in experiment.theorems(cell):
             for verdict in theorem.check(ctx):
                 out.append({"cell": cell.label, **verdict.to_dict()})
-    if experiment.claims is not None:
+    claims = experiment.claims
+    if callable(claims):  # the former form, a function of the results (kept while experiments move over)
+        claims = [_LegacyClaims(claims, experiment.paper)]
+    ctx = CellsContext(results)
+    for claim in claims or ():
         try:
-            claims = experiment.claims(results)
+            verdicts = claim.check(ctx)
         except (IndexError, KeyError, ValueError) as exc:
-            claims = [Verdict(experiment.paper, "prediction", "the paper's claims across cells", None, "", None,
-                              "not_evaluated", f"not evaluated: some runs are missing ({type(exc).__name__}: {exc})")]
-        out.extend({"cell": "all cells", **v.to_dict()} for v in claims)
+            verdicts = [Verdict(claim.title, "prediction", "the paper's claims across cells", None, "", None,
+                                "not_evaluated", f"not evaluated: some runs are missing ({type(exc).__name__}: {exc})")]
+        out.extend({"cell": "all cells", **v.to_dict()} for v in verdicts)
     return out
+
+
+class _LegacyClaims:
+    def __init__(self, fn, title):
+        self.fn, self.title = fn, title
+
+    def check(self, ctx):
+        return self.fn(ctx.results)
 
 
 def load(path: str | Path) -> Results:

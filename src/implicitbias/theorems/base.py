@@ -98,24 +98,105 @@ def compare(theorem: str, kind: Kind, statement: str, measured, relation: str, b
     return Verdict(theorem, kind, statement, m, relation, b, outcome, note)
 
 
+@dataclasses.dataclass(frozen=True)
+class Declaration:
+    """One declared assumption or prediction of a theorem (see `assumption` and `prediction`).
+
+    name: the method that evaluates it (it returns one `Verdict` or a list of them);
+    kind: "assumption" or "prediction";
+    statement: what is checked, in the paper's words;
+    threshold: the theorem field(s) holding its tolerance or constant ("" when the check compares two
+        measured quantities or a derived bound with no free constant);
+    source: where the claim and its threshold come from (the paper's theorem or equation, and for a tolerance
+        its derivation, e.g. "midpoint between the claimed rate and the nearest wrong one", or "ours")."""
+
+    name: str
+    kind: Kind
+    statement: str
+    threshold: str
+    source: str
+
+    def row(self, theorem: Theorem) -> dict[str, Any]:
+        """The declaration as a table row, with the threshold fields' values on `theorem`."""
+        values = {f: getattr(theorem, f) for f in self.threshold.replace(",", " ").split() if hasattr(theorem, f)}
+        return {"kind": self.kind, "name": self.name, "statement": self.statement,
+                "threshold": ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
+                                       for k, v in values.items()),
+                "source": self.source}
+
+
+def _declare(kind: Kind, statement: str, threshold: str, source: str):
+    if not source.strip():
+        raise ValueError(f"the {kind} '{statement}' must say where it comes from (source=...)")
+
+    def mark(method):
+        method.__declaration__ = Declaration(method.__name__, kind, statement, threshold, source)
+        return method
+
+    return mark
+
+
+def assumption(statement: str, *, threshold: str = "", source: str):
+    """Declare a method `f(self, run) -> Verdict | list[Verdict]` as one of the theorem's assumptions.
+
+    Declared checks run in the order of the class body (a subclass's after its bases'; a subclass redefining
+    a method keeps its place).  `threshold` names the theorem field(s) holding the constant, `source` says
+    where the assumption and the constant come from."""
+    return _declare("assumption", statement, threshold, source)
+
+
+def prediction(statement: str, *, threshold: str = "", source: str):
+    """Declare a method `f(self, run) -> Verdict | list[Verdict]` as one of the theorem's predictions, like
+    `assumption`: `threshold` names the field(s) holding its tolerance, `source` the paper's claim and the
+    tolerance's derivation (e.g. "Frei et al. 2023, Theorem 3.2 (1); tol: ours, the resolution of an
+    extrapolated limit")."""
+    return _declare("prediction", statement, threshold, source)
+
+
+def _as_list(value) -> list[Verdict]:
+    if isinstance(value, Verdict):
+        return [value]
+    return list(value)
+
+
 class Theorem(Spec, abc.ABC):
     """A theorem: its name and source, assumptions and predictions.  Subclasses are Specs, so their
-    constants are validated, documented fields that an experiment can set."""
+    constants are validated, documented fields that an experiment can set.
+
+    Assumptions and predictions are declared on the class with the `assumption` and `prediction`
+    decorators, each with its threshold and source (like scikit-learn's declared parameter constraints);
+    `declarations()` lists them and `check(run)` evaluates them in order.  Adding a prediction to a theorem
+    is one decorated method."""
 
     @property
     @abc.abstractmethod
     def title(self) -> str:
         """E.g. 'Frei et al. 2023, Theorem 3.2'."""
 
-    @abc.abstractmethod
-    def assumptions(self, run) -> list[Verdict]:
-        """Evaluate the assumptions on `run` (a `RunContext`: data, config and results)."""
+    @classmethod
+    def declarations(cls) -> tuple[Declaration, ...]:
+        """The declared assumptions and predictions, in evaluation order."""
+        order: dict[str, Declaration] = {}
+        for klass in reversed(cls.__mro__):
+            for name, member in vars(klass).items():
+                declared = getattr(member, "__declaration__", None)
+                if declared is not None:
+                    order[name] = declared  # a redefinition keeps the first place
+        return tuple(order.values())
 
-    @abc.abstractmethod
+    def _evaluate(self, kind: Kind, run) -> list[Verdict]:
+        return [v for d in self.declarations() if d.kind == kind for v in _as_list(getattr(self, d.name)(run))]
+
+    def assumptions(self, run) -> list[Verdict]:
+        """Evaluate the declared assumptions on `run` (a `RunContext`: data, config and results)."""
+        return self._evaluate("assumption", run)
+
     def predictions(self, run) -> list[Verdict]:
-        """Evaluate the predictions on the finished run."""
+        """Evaluate the declared predictions on the finished run."""
+        return self._evaluate("prediction", run)
 
     def check(self, run) -> list[Verdict]:
+        """Assumptions, then predictions; when an assumption fails, a measured prediction is `outside_scope`."""
         assumed = self.assumptions(run)
         predicted = self.predictions(run)
         if any(v.outcome == "fails" for v in assumed):
@@ -126,6 +207,33 @@ class Theorem(Spec, abc.ABC):
                 for v in predicted
             ]
         return assumed + predicted
+
+
+class CellsTheorem(Theorem):
+    """A claim of a paper across the cells of an experiment (e.g. "the rank drop grows with d"): declared
+    like a `Theorem`, and evaluated on a `CellsContext` (every cell of the results) instead of one cell.
+
+    A claim that needs a cell the results lack (runs failed, a part left out by an override) is
+    `not_evaluated` with the reason, rather than an error (see `implicitbias.pipeline`)."""
+
+
+@dataclasses.dataclass
+class CellsContext:
+    """What a `CellsTheorem` sees: the experiment's `Results` (`results.cells`, `results.select(...)`)."""
+
+    results: Any
+    memo: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    @property
+    def cells(self) -> list:
+        """Every cell of the results."""
+        return list(self.results.cells)
+
+    def once(self, name: str, compute):
+        """`compute()` evaluated once per context: several declared checks can share an expensive quantity."""
+        if name not in self.memo:
+            self.memo[name] = compute()
+        return self.memo[name]
 
 
 @dataclasses.dataclass
@@ -139,6 +247,7 @@ class RunContext:
     runs: list
     results: Any
     data: list
+    memo: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, cell) -> RunContext:
@@ -153,3 +262,10 @@ class RunContext:
     def spec(self):
         """The first run's spec (the fields all runs of a cell share)."""
         return self.runs[0]
+
+    def once(self, name: str, compute):
+        """`compute()` evaluated once per context: several declared checks can share an expensive quantity
+        (a fit, a reference solution)."""
+        if name not in self.memo:
+            self.memo[name] = compute()
+        return self.memo[name]
