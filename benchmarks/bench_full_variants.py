@@ -146,7 +146,7 @@ def collect(out: Path) -> dict:
             found[f"{kind}s"] = dict(Counter(c.get("outcome", "?") for c in verdicts if c.get("kind") == kind))
     results = out / "results.nc"
     if results.is_file():
-        from implicitbias.storage.results import load_results
+        from implicitbias.storage.stacked import load_results
 
         res = load_results(results)
         steps = evals = 0

@@ -14,8 +14,8 @@ from implicitbias.models import TwoLayer
 from implicitbias.runs import RunSpec
 from implicitbias.runs.execute import train_group
 from implicitbias.runs.spec import RESULTS_FORMAT, _digest
-from implicitbias.storage.results import load, save
-from implicitbias.storage.store import data_from_xarray, data_to_xarray
+from implicitbias.storage.datasets import data_from_xarray, data_to_xarray
+from implicitbias.storage.files import load, save
 from implicitbias.theorems.base import RunContext
 from implicitbias.theorems.census import CensusTheorem7
 from implicitbias.training import GD, Stop

@@ -55,7 +55,7 @@ def _results_file(path: Path) -> Path:
     from implicitbias.experiments.registry import get
     from implicitbias.runs.execute import dataset_of
     from implicitbias.runs.results import Results
-    from implicitbias.storage.results import save_results
+    from implicitbias.storage.stacked import save_results
 
     exp = get("linear-regression-implicit-bias")
     specs = exp.runs(exp.resolve(quick=True))[:2]

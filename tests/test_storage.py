@@ -9,7 +9,7 @@ import xarray as xr
 from implicitbias.experiments.registry import get
 from implicitbias.runs.execute import dataset_of
 from implicitbias.runs.results import Results
-from implicitbias.storage.results import load_results, save_results
+from implicitbias.storage.stacked import load_results, save_results
 
 
 def _run_arrays(spec, n_checkpoints: int, width: int, seed: int) -> xr.Dataset:
@@ -58,7 +58,7 @@ def test_ctrl_c_during_a_store_write_is_raised_after_the_file_is_complete(tmp_pa
     import os
     import signal
 
-    from implicitbias.storage.store import atomic_file
+    from implicitbias.storage.files import atomic_file
 
     ds = xr.Dataset({"x": ("i", np.arange(5.0))})
     reached = []
@@ -86,7 +86,7 @@ def test_a_write_past_the_file_size_limit_names_the_file_and_leaves_no_temporary
     # NetCDF reports a full disk or `ulimit -f` only as "HDF error"; atomic_file names the file and the cause
     import resource
 
-    from implicitbias.storage.results import DiskFull, save
+    from implicitbias.storage.files import DiskFull, save
 
     ds = xr.Dataset({"x": ("i", np.random.default_rng(0).random(40_000))})  # ~320 kB
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)

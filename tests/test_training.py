@@ -12,8 +12,9 @@ from implicitbias._spec import ConfigError
 from implicitbias.data import Dataset
 from implicitbias.losses import Loss
 from implicitbias.models import Linear, TwoLayer
-from implicitbias.storage import load, save, theta_of
+from implicitbias.storage import load, save
 from implicitbias.training import GD, SGD, GradientFlow, Status, Stop, train
+from implicitbias.training.dataset import theta_of
 
 SQUARE = Loss(name="square")
 

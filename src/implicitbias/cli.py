@@ -191,7 +191,7 @@ def _output_dir(value: str) -> Path:
 def _finish(exp, config, args, out, results, outcome, runs, command, started_at, wall, say) -> int:
     """After the sweep: results.nc, figures, report and the terminal summary; the exit code."""
     from implicitbias.experiments.outputs import write_outputs
-    from implicitbias.storage.results import save_results
+    from implicitbias.storage.stacked import save_results
 
     if len(results.failed) < len(results.runs):  # something to show: results, figures and report
         save_results(results, out / "results.nc")

@@ -11,7 +11,7 @@ import yaml
 from implicitbias.experiments.base import Experiment
 from implicitbias.experiments.figures import thin_log_axes
 from implicitbias.runs.results import Results
-from implicitbias.storage.results import atomic_file
+from implicitbias.storage.files import atomic_file
 
 
 def write_figures(experiment: Experiment, results: Results, out_dir: Path,

@@ -67,7 +67,7 @@ def load(path: str | Path) -> Results:
     """The results of a finished experiment (a run directory or its `results.nc`): typed run specs,
     their arrays, the data sets, the checks and the experiment's config."""
     from implicitbias.experiments.config import ExperimentConfig
-    from implicitbias.storage.results import load_results
+    from implicitbias.storage.stacked import load_results
 
     path = Path(path)
     file = path / "results.nc" if path.is_dir() else path

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from implicitbias.storage.results import atomic_file
+from implicitbias.storage.files import atomic_file
 
 OUTCOMES = ("holds", "fails", "outside_scope", "not_evaluated")
 KINDS = ("assumption", "prediction")

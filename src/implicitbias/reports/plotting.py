@@ -24,7 +24,7 @@ import xarray as xr
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from implicitbias.storage.results import atomic_file
+from implicitbias.storage.files import atomic_file
 
 #: rcParams of every figure (applied while it is built and drawn on)
 STYLE = {

@@ -24,12 +24,12 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import xarray as xr
 
 from implicitbias.data import Dataset
 from implicitbias.runs.spec import RESULTS_FORMAT, RunSpec
-from implicitbias.storage.results import TMP_SUFFIX, atomic_file, deferred_interrupt, load, save, write_netcdf  # noqa: F401
+from implicitbias.storage.datasets import data_from_xarray, data_to_xarray
+from implicitbias.storage.files import TMP_SUFFIX, atomic_file, load, save, write_netcdf
 
 
 class RunStore:
@@ -40,9 +40,11 @@ class RunStore:
         self.warn = warn
 
     def run_path(self, spec: RunSpec) -> Path:
+        """Where the run is stored: DIR/runs/<key>.nc."""
         return self.root / "runs" / f"{spec.key()}.nc"
 
     def data_path(self, spec: RunSpec) -> Path:
+        """Where the run's data set is stored: DIR/data/<data key>.nc."""
         return self.root / "data" / f"{spec.data_key()}.nc"
 
     # -- runs ---------------------------------------------------------------------------------------
@@ -65,16 +67,20 @@ class RunStore:
         return ds
 
     def save_run(self, ds: xr.Dataset) -> Path:
+        """Store one run (a `train_group` Dataset, its spec in the attribute `spec`), superseding a recorded
+        failure of it."""
         spec = RunSpec.from_json(ds.attrs["spec"])
         path = save(ds, self.run_path(spec))
         self.failure_path(spec).unlink(missing_ok=True)  # an earlier failure of this run is superseded
         return path
 
     def done(self, spec: RunSpec) -> bool:
+        """Whether the run's file exists (not whether it is readable: see `load_run`)."""
         return self.run_path(spec).exists()
 
     # -- runs whose task raised -----------------------------------------------------------------------
     def failure_path(self, spec: RunSpec) -> Path:
+        """Where the failure of the run's task is recorded: DIR/failed/<key>.json."""
         return self.root / "failed" / f"{spec.key()}.json"
 
     def save_failure(self, spec: RunSpec, error: str) -> Path:
@@ -112,12 +118,14 @@ class RunStore:
 
     # -- data sets ------------------------------------------------------------------------------------
     def save_data(self, spec: RunSpec, data: Dataset) -> Path:
+        """Store the run's data set, unless it is stored already (one file per generator spec and seed)."""
         path = self.data_path(spec)
         if not path.exists():
             atomic_file(lambda tmp: write_netcdf(data_to_xarray(data, spec), tmp), path)
         return path
 
     def load_data(self, spec: RunSpec) -> Dataset | None:
+        """The stored data set of the run, or None when it is absent or unreadable (reported, moved aside)."""
         path = self.data_path(spec)
         if not path.exists():
             return None
@@ -128,43 +136,3 @@ class RunStore:
             path.replace(path.with_suffix(".corrupt"))
             return None
 
-
-# -- a data set as an xarray.Dataset -------------------------------------------------------------------
-def data_to_xarray(data: Dataset, spec: RunSpec | None = None) -> xr.Dataset:
-    """Training and test arrays, array-valued `info` entries as variables, the rest as JSON."""
-    out = xr.Dataset()
-    for name in ("X", "y", "X_test", "y_test"):
-        arr = getattr(data, name)
-        if arr is not None:
-            arr = np.asarray(arr)
-            out[name] = (tuple(f"{name}_{i}" for i in range(arr.ndim)), arr)
-    scalars = {}
-    for k, v in data.info.items():
-        if isinstance(v, np.ndarray):
-            out[f"info.{k}"] = (tuple(f"info.{k}_{i}" for i in range(v.ndim)), v)
-        else:
-            scalars[k] = v.item() if isinstance(v, np.generic) else v
-    out.attrs["task"] = data.task
-    out.attrs["info"] = json.dumps(scalars, default=_plain)
-    if spec is not None:
-        out.attrs["data"] = spec.data.model_dump_json()
-        out.attrs["data_seed"] = spec.data_seed
-        out.attrs["key"] = spec.data_key()
-    return out
-
-
-def data_from_xarray(ds: xr.Dataset) -> Dataset:
-    arrays = {name: (ds[name].values if name in ds else None) for name in ("X", "y", "X_test", "y_test")}
-    info = json.loads(ds.attrs.get("info", "{}"))
-    for name in ds.data_vars:
-        if name.startswith("info."):
-            info[name[len("info."):]] = ds[name].values
-    return Dataset(arrays["X"], arrays["y"], arrays["X_test"], arrays["y_test"], ds.attrs["task"], info)
-
-
-def _plain(v):
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, np.ndarray):
-        return v.tolist()
-    return str(v)

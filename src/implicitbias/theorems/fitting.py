@@ -1,6 +1,6 @@
 """Curve fits and per-run summaries of a cell's results, shared by the theorem checks and the reports.
 
-A cell's results are an `xarray.Dataset` over (run, checkpoint) (see `implicitbias.storage.results`).
+A cell's results are an `xarray.Dataset` over (run, checkpoint) (see `implicitbias.training.dataset`).
 
 - `fitted_slope(x, y)`: least-squares slope and R^2, e.g. ||W||_F against log t, or log L against log t
   (Kou et al. 2023, S3: ||W||_F = Theta(log t) and L = Theta(1/t) appear as a slope > 0 and a slope -1);

@@ -4,7 +4,7 @@
                stop=Stop(max_steps=10_000), batch={"init_scale": [1e-3, 1e-2, 1e-1]})
 
 returns an `xarray.Dataset` with every metric over (run, checkpoint), the final parameters of
-every run and the configuration in its attributes (see `implicitbias.storage.results`).
+every run and the configuration in its attributes (see `implicitbias.training.dataset`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import numpy as np
 from implicitbias.losses import Loss
 from implicitbias.models.base import Model
 from implicitbias.training.batch import build_batch
+from implicitbias.training.dataset import to_dataset
 from implicitbias.training.methods import GD, Method
 from implicitbias.training.problem import Problem
 from implicitbias.training.recorder import Recorder
@@ -206,8 +207,6 @@ def train(
         failure_message(Status(int(s)), int(fs), float(t), float(lo), float(lr[i]) if lr is not None else None)
         for i, (s, fs, t, lo) in enumerate(zip(status, carry["fail_step"], fail_time, carry["loss"]))
     ]
-    from implicitbias.storage.results import to_dataset
-
     return to_dataset(
         rows=rows, kkt_rows=kkt_rows, ticks=np.asarray(ticks), hp=hp, status=status, messages=messages,
         carry=carry, const=jax.device_get(const), method=method, wall_time=wall, trajectory=trajectory,
