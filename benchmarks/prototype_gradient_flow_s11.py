@@ -49,8 +49,8 @@ import optimistix as optx
 from jax import lax
 
 import implicitbias  # noqa: F401  (enables float64)
-from implicitbias.training.rkc import (
-    RKC2,
+from implicitbias.training.rkc import RKC2
+from implicitbias.training.rkc_control import (
     CountingController,
     erk_num_evaluations,
     gradient_flow_controller,

@@ -7,14 +7,17 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 
-from implicitbias.training.rkc import (
-    RKC2,
+from implicitbias._spec import ConfigError
+from implicitbias.data import Dataset
+from implicitbias.losses import Loss
+from implicitbias.models import Linear
+from implicitbias.training import GradientFlow, Stop, train
+from implicitbias.training.rkc import _DAMPING, RKC2, GradientFlowTerm, _chebyshev_end, rkc_stage_count
+from implicitbias.training.rkc_control import (
     CountingController,
-    GradientFlowTerm,
     erk_num_evaluations,
     gradient_flow_controller,
     rkc_num_evaluations,
-    rkc_stage_count,
 )
 
 P = 40
@@ -53,8 +56,6 @@ def test_stage_count_rule():
 
 def test_chebyshev_end_matches_the_recurrence():
     """The closed form of T_s'(w0), T_s''(w0) against the three-term recurrences, at the solver's w0."""
-    from implicitbias.training.rkc import _DAMPING, _chebyshev_end
-
     for s in [2, 3, 5, 17, 100, 400, 1000]:
         w0 = 1.0 + _DAMPING / s**2
         t, t_prev, d, d_prev, e, e_prev = w0, 1.0, 1.0, 0.0, 0.0, 0.0  # T_1, T_0 and their derivatives
@@ -290,8 +291,6 @@ def test_stop_below_ends_where_an_event_would():
 # -- the implicit solver of gradient flow (GradientFlow(solver="kvaerno5")) ---------------------------------
 def _least_squares(eig, seed=0):
     """Square data X (n = d) with X^T X / n = Q diag(eig) Q^T, and w* = X^{-1} y."""
-    from implicitbias.data import Dataset
-
     rng = np.random.default_rng(seed)
     d = len(eig)
     Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
@@ -307,10 +306,6 @@ def _gf_closed_form(data, w0, t):
 
 
 def _train_gf(data, solver, rtol, w0, t1):
-    from implicitbias.losses import Loss
-    from implicitbias.models import Linear
-    from implicitbias.training import GradientFlow, Stop, train
-
     method = GradientFlow(solver=solver, rtol=rtol, atol=rtol * 1e-2, atol_rel=None, max_solver_steps=10**6)
     return train(Linear(), data, Loss(name="square"), method, stop=Stop(max_time=t1), theta0={"w": w0},
                  checkpoints=[t1], kkt=False)
@@ -341,9 +336,6 @@ def test_kvaerno5_takes_far_fewer_steps_than_tsit5_on_a_stiff_flow():
 
 
 def test_kvaerno5_is_refused_for_a_large_model_before_training():
-    from implicitbias._spec import ConfigError
-    from implicitbias.data import Dataset
-
     rng = np.random.default_rng(0)
     data = Dataset(X=rng.standard_normal((4, 1100)), y=rng.standard_normal(4), task="regression")
     with pytest.raises(ConfigError, match="method.solver = 'kvaerno5'.*1100 parameters"):

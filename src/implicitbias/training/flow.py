@@ -24,8 +24,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import diffrax
 import jax
 import jax.numpy as jnp
+import optimistix
 
+from implicitbias._spec import ConfigError
 from implicitbias.training.problem import Problem, tree_norm, tree_where
+from implicitbias.training.rkc import RKC2, GradientFlowTerm
+from implicitbias.training.rkc_control import erk_num_evaluations, gradient_flow_controller, rkc_num_evaluations
 from implicitbias.training.stopping import Status, Stop
 
 if TYPE_CHECKING:
@@ -47,12 +51,8 @@ LOG_T_MAX = 600.0
 def make_solver(method: GradientFlow, stop_below=None, power_part=None):
     """The diffrax solver of `method`; RKC2 also makes the stop test (value < `stop_below`, None: none)."""
     if method.solver == "rkc":
-        from implicitbias.training.rkc import RKC2
-
         return RKC2(report_evals=True, stop_below=stop_below, power_part=power_part)
     if method.solver == "kvaerno5":
-        import optimistix
-
         # Newton (a fresh Jacobian every iteration) with the tolerances of the step-size controller: the default
         # chord method (one Jacobian per step) fails to converge on half the steps of a stiff factorisation at
         # rtol 1e-10 and costs ~20 x more steps (measured on Razin & Cohen's counterexample, depth 4)
@@ -66,8 +66,6 @@ def make_solver(method: GradientFlow, stop_below=None, power_part=None):
 def make_controller(method: GradientFlow, atol, loss_clock: bool):
     """PID control with an absolute-tolerance floor `atol` plus a part that follows the size of the
     parameters (not with the loss clock, whose state also carries the astronomically growing t)."""
-    from implicitbias.training.rkc import gradient_flow_controller
-
     atol_rel = None if loss_clock else method.atol_rel
     return gradient_flow_controller(rtol=method.rtol, atol=atol, atol_rel=atol_rel,
                                     count=method.solver == "rkc")
@@ -81,13 +79,9 @@ def chunk_evaluations(method: GradientFlow, sol, n_params: int = 0) -> jnp.ndarr
     linearised gradient evaluation and p Jacobian-vector products (Hessian columns, each counted as one gradient
     evaluation)."""
     if method.solver == "rkc":
-        from implicitbias.training.rkc import rkc_num_evaluations
-
         return rkc_num_evaluations(sol, dt0_given=True)["total"]
     if method.solver == "kvaerno5":
         return KVAERNO5_MIN_NEWTON_PER_STEP * (n_params + 1) * sol.stats["num_steps"] + 1
-    from implicitbias.training.rkc import erk_num_evaluations
-
     return erk_num_evaluations(sol, EVALS_PER_STEP[method.solver], dt0_given=True)
 
 
@@ -220,8 +214,6 @@ def _check_size(method: GradientFlow, theta) -> None:
     runs while tracing, before anything compiles)."""
     p = _size(theta)
     if method.solver == "kvaerno5" and p > method.KVAERNO5_MAX_PARAMETERS:
-        from implicitbias._spec import ConfigError
-
         raise ConfigError(f"method.solver = 'kvaerno5' is not allowed for a model with {p} parameters: expected at "
                           f"most {method.KVAERNO5_MAX_PARAMETERS} (a dense {p} x {p} Jacobian and its LU every step); "
                           "use 'rkc' for stiff flows of large models")
@@ -276,8 +268,6 @@ def _term_solver_event(method: GradientFlow, ode: _ODE):
     gradient evaluation it makes there anyway (`rkc.GradientFlowTerm`); the other solvers stop through a
     diffrax Event, which evaluates the value once more after every step."""
     if method.solver == "rkc":
-        from implicitbias.training.rkc import GradientFlowTerm
-
         return GradientFlowTerm(ode.value_and_field), make_solver(method, ode.stop_below, ode.power_part), None
     term = diffrax.ODETerm(lambda t, state, args: ode.value_and_field(t, state, args)[1])
     event = None

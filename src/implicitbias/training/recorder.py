@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from implicitbias import metrics as M
 from implicitbias.metrics.layer_alignment import layer_alignment_host
@@ -40,8 +41,6 @@ from implicitbias.training.problem import Problem, tree_norm
 
 @functools.cache
 def _blas_controller():
-    from threadpoolctl import ThreadpoolController
-
     return ThreadpoolController()
 
 

@@ -37,53 +37,6 @@ safety factor `rho_safety` (1.2, as in RKC) is applied. Alternatively pass `spec
 (e.g. an exact bound for a linear problem): it costs nothing in the count, so only use it when it really
 is free.
 
-Usage
------
-::
-
-    solver = RKC2(report_evals=True)
-    controller = gradient_flow_controller(rtol=1e-6, atol=1e-5 * rms(θ0), atol_rel=1e-6)
-    sol = diffrax.diffeqsolve(term, solver, t0, t1, None, θ0, stepsize_controller=controller,
-                              saveat=diffrax.SaveAt(t1=True, solver_state=True, controller_state=True))
-    n_grad = rkc_num_evaluations(sol)["total"]
-
-A plain ``diffrax.PIDController(rtol, atol)`` works too (then only accepted steps are counted exactly).
-
-Recommended tolerances for gradient flow from a small initialisation (measured on S11, see
-``benchmarks/prototype_gradient_flow_s11.py``): rtol = 1e-6, atol = 1e-5·rms(θ0) as a floor, raised to
-1e-6·rms(θ(t)) as the parameters grow (:class:`ScaledAtolController`), PID error_order = 2, factormax = 3
-(:func:`gradient_flow_controller`). The error in the final parameters comes almost entirely from the first
-few time units, where the small neurons cross ~1500 ReLU kinks (the gradient is discontinuous there, and a
-step across a kink has an O(h) local error); the exponentially converging tail is cheap and accurate with
-RKC2. On S11 (n = d = 16, m = 200, λ = 4^-6) this uses ~6e3 gradient evaluations for t up to 1e4 and
-~1e4 for t ~ 1e5 (GD with η = 0.01 needs t/η), with the final parameters 2-3e-4 (relative) from a tight
-reference flow; the gap GD(η = 0.01) − flow is itself ~1.5e-3. Use atol_rel = 1e-7 if the time axis matters
-to better than ~0.1% (the loss tail's rate is then a bit more accurate; +15% evaluations).
-
-Counting vector-field evaluations (honestly)
---------------------------------------------
-diffrax keeps the solver state of a step only if the step is accepted (a rejected step rolls the state
-back), so a counter in the solver state can only count the evaluations of *accepted* steps. This module
-therefore counts in two places:
-
-* the solver state holds ``num_vf_evals``: the evaluations made by every accepted step (stages, FSAL
-  evaluation, power iterations; the first step also evaluates F(y0) and makes the first ρ estimate, since
-  `init` evaluates nothing);
-* to also count the evaluations made by *rejected* steps, wrap the step-size controller in
-  :class:`CountingController` (done by :func:`gradient_flow_controller`) and build the solver with
-  ``RKC2(report_evals=True)``: the solver then hands the evaluation count of each attempt to the
-  controller alongside the error estimate, and the controller accumulates it in its own state (which
-  diffrax never rolls back). ``report_evals=True`` requires the counting controller.
-
-Read the counts with :func:`rkc_num_evaluations` (needs ``SaveAt(..., solver_state=True)`` and, for the
-complete count, ``controller_state=True``). With a plain ``diffrax.PIDController`` it returns the exact
-accepted-step count and an ``estimate``. For a diffrax FSAL Runge--Kutta solver (Tsit5, Dopri5) use
-:func:`erk_num_evaluations`: 6 · num_steps + 1.
-Both counts are checked against a host-side call counter in ``tests/test_rkc.py``. A diffrax Event's
-cond_fn (e.g. the loss) is evaluated once per step on top of this, and is not counted here; to stop a
-gradient flow when the loss is small, use ``RKC2(stop_below=tol)`` on a :class:`GradientFlowTerm`
-instead, which reads the loss from the evaluation of F(y_{n+1}) that the step makes anyway.
-
 A step has two loops, each with one call of the vector field: F(y0) when it is not known (after `init` or a
 jump) followed by the power iterations, then the stages followed by F(y_{n+1}).  Every call site is a copy
 of the field's program (for gradient flow, a gradient) for XLA to compile, and every loop one more program:
@@ -95,6 +48,9 @@ repeats F(y0) and the first estimate (the state of a rejected step is rolled bac
 chunks can pass the final ``solver_state`` of one chunk to the next (``diffeqsolve(..., solver_state=)``),
 as `implicitbias.training.flow` does, and skip both.
 
+Step-size control, the recommended tolerances and the counting of evaluations (rejected steps included) are
+`implicitbias.training.rkc_control`.
+
 Alternatives measured (S11, seed 38, GD 7.45e5 evaluations): Tsit5 at rtol 1e-6/atol 1e-9: 3.6e4
 evaluations but 8e-3 from the reference flow; Tsit5 with the controller recommended here: 5.3e4
 (stability-limited tail, dt ≈ 3/λ_max); RKC2: 6.1e3. Implicit solvers (Kvaerno) would need Jacobians
@@ -104,7 +60,7 @@ evaluations but 8e-3 from the reference flow; Tsit5 with the controller recommen
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import diffrax
 import equinox as eqx
@@ -113,17 +69,9 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 from jax import lax
 
-__all__ = [
-    "RKC2",
-    "GradientFlowTerm",
-    "CountingController",
-    "CountState",
-    "ScaledAtolController",
-    "gradient_flow_controller",
-    "rkc_num_evaluations",
-    "erk_num_evaluations",
-    "rkc_stage_count",
-]
+from implicitbias.training.rkc_control import ErrorWithCount, int_dtype
+
+__all__ = ["RKC2", "GradientFlowTerm", "rkc_stage_count"]
 
 _DAMPING = 2.0 / 13.0
 
@@ -159,11 +107,6 @@ def _norm2(tree):
 
 def _scale(alpha, tree):
     return jtu.tree_map(lambda x: alpha * x, tree)
-
-
-def _idt():
-    """The default integer dtype (int64 when JAX runs in x64 mode)."""
-    return jnp.result_type(int)
 
 
 def rkc_stage_count(h_rho, s_max: int | None = None):
@@ -239,18 +182,6 @@ def _value_and_vf(terms, t, y, args):
         raise TypeError(f"RKC2(stop_below=...) needs a GradientFlowTerm (which has a value), got {terms}")
     term = found[0]
     return term.value_and_vector_field(t if term is terms else terms.contr(0.0, t), y, args)
-
-
-class _ErrorWithCount(eqx.Module):
-    """The error estimate of one step together with the number of vector-field evaluations it used and
-    whether its end point passes the stop test (1.0) or not (0.0; None without a stop test).
-
-    Only produced when ``RKC2(report_evals=True)``; unpacked by :class:`CountingController`.
-    """
-
-    error: Any
-    count: Any
-    stop: Any = None
 
 
 class RKC2(diffrax.AbstractAdaptiveSolver):
@@ -375,9 +306,9 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
             return (jnp.zeros_like(need), jnp.where(need, k, k + 1), jnp.where(need, rho_prev, rho_k), rho_new,
                     v_new, f0_new)
 
-        start = (jnp.asarray(need_f0), jnp.asarray(0, _idt()), rho, rho, v, f0)
+        start = (jnp.asarray(need_f0), jnp.asarray(0, int_dtype()), rho, rho, v, f0)
         _, k, _, rho_out, v_out, f0_out = lax.while_loop(cond, body, start)
-        evals = k + jnp.where(need_f0, 1, 0).astype(_idt())
+        evals = k + jnp.where(need_f0, 1, 0).astype(int_dtype())
         if self.spectral_radius is not None:
             rho_out = jnp.asarray(self.spectral_radius(t, y, args), rho.dtype)
         return f0_out, rho_out, v_out, evals
@@ -409,9 +340,9 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
             fresh=jnp.asarray(True),  # F(y0) not evaluated, ρ not estimated yet
             v=v0,
             rho=jnp.zeros((), jnp.result_type(*leaves)),
-            since_refresh=jnp.asarray(0, _idt()),
-            num_vf_evals=jnp.asarray(0, _idt()),
-            init_evals=jnp.asarray(0, _idt()),
+            since_refresh=jnp.asarray(0, int_dtype()),
+            num_vf_evals=jnp.asarray(0, int_dtype()),
+            init_evals=jnp.asarray(0, int_dtype()),
             stages=jnp.asarray(0, jnp.int32),
             max_stages=jnp.asarray(0, jnp.int32),
         )
@@ -435,7 +366,7 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
             max_iter = jnp.where(fresh, self.power_max_iter, jnp.where(refresh, self.power_refresh_max_iter, 0))
             since_refresh = jnp.where(fresh, 1, jnp.where(refresh, 0, st["since_refresh"] + 1))
         else:
-            max_iter = jnp.asarray(0, _idt())
+            max_iter = jnp.asarray(0, int_dtype())
             since_refresh = st["since_refresh"]
         # after a jump (or init) the stored F(y0) is stale: the loop's first trip evaluates it
         f0, rho, v, evals = self._f0_and_rho(terms, t0, y0, st["f0"], fresh | made_jump, args, st["v"], st["rho"],
@@ -486,7 +417,7 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
         init = (jnp.asarray(2, s.dtype), y1_stage, y0, c1, w0, one, one, zero, zero, zero, b2, b2, f0, value0)
         out = lax.while_loop(cond, body, init)
         y1, f1, value1 = out[2], out[12], out[13]
-        evals = evals + s.astype(_idt())  # s - 1 stages and F(y_{n+1})
+        evals = evals + s.astype(int_dtype())  # s - 1 stages and F(y_{n+1})
 
         stop = None if self.stop_below is None else jnp.where(value1 < self.stop_below, 1.0, 0.0)
         k1 = terms.prod(f1, control)
@@ -499,248 +430,12 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
             v=v,
             rho=jnp.asarray(rho, st["rho"].dtype),
             since_refresh=since_refresh,
-            num_vf_evals=st["num_vf_evals"] + evals.astype(_idt()),
+            num_vf_evals=st["num_vf_evals"] + evals.astype(int_dtype()),
             init_evals=st["init_evals"],
             stages=s.astype(jnp.int32),
             max_stages=jnp.maximum(st["max_stages"], s.astype(jnp.int32)),
         )
         dense_info = dict(y0=y0, y1=y1, k0=k0, k1=k1)
         if self.report_evals:
-            y_error = _ErrorWithCount(y_error, evals, stop)
+            y_error = ErrorWithCount(y_error, evals, stop)
         return y1, y_error, dense_info, new_state, diffrax.RESULTS.successful
-
-
-# --------------------------------------------------------------------------------------------------------
-# counting controller
-# --------------------------------------------------------------------------------------------------------
-
-
-class CountState(eqx.Module):
-    """State of :class:`CountingController`: the wrapped controller's state and the number of
-    vector-field evaluations of every step attempted so far (accepted or rejected)."""
-
-    inner: Any
-    attempted_evals: Any
-
-
-class CountingController(diffrax.AbstractAdaptiveStepSizeController):
-    """Wraps an adaptive step-size controller and accumulates the evaluations of *every* step attempt.
-
-    Use together with ``RKC2(report_evals=True)``; the state is a :class:`CountState` whose
-    ``attempted_evals`` is the number of vector-field evaluations made by all accepted *and rejected*
-    steps (not including `init`). Save it with ``SaveAt(..., controller_state=True)`` and read it with
-    :func:`rkc_num_evaluations`.
-
-    It also ends the solve for ``RKC2(stop_below=...)``: an accepted step whose end passes the solver's stop
-    test gets ``RESULTS.event_occurred``. (The controller, not the solver, has to say it: diffrax replaces
-    an okay solver result by the controller's, and only the controller knows whether the step is kept.)
-    """
-
-    controller: diffrax.AbstractAdaptiveStepSizeController
-
-    @property
-    def rtol(self):
-        return self.controller.rtol
-
-    @property
-    def atol(self):
-        return self.controller.atol
-
-    @property
-    def norm(self):
-        return self.controller.norm
-
-    def wrap(self, direction):
-        return eqx.tree_at(lambda c: c.controller, self, self.controller.wrap(direction))
-
-    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
-        tnext, inner = self.controller.init(terms, t0, t1, y0, dt0, args, func, error_order)
-        return tnext, CountState(inner, jnp.asarray(0, _idt()))
-
-    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
-        inner, total = controller_state.inner, controller_state.attempted_evals
-        if isinstance(y_error, _ErrorWithCount):
-            err, count, stop = y_error.error, y_error.count, y_error.stop
-        else:
-            err, count, stop = y_error, 0, None
-        keep, tprev, tnext, made_jump, inner, result = self.controller.adapt_step_size(
-            t0, t1, y0, y1_candidate, args, err, error_order, inner
-        )
-        count = jnp.asarray(count).astype(total.dtype)
-        if stop is not None:
-            # a float after diffrax's NaN check on the error estimate: 1.0 is a stop
-            stopped = keep & (stop > 0.5) & (result == diffrax.RESULTS.successful)
-            result = diffrax.RESULTS.where(stopped, diffrax.RESULTS.event_occurred, result)
-        return keep, tprev, tnext, made_jump, CountState(inner, total + count), result
-
-
-class ScaledAtolController(diffrax.AbstractAdaptiveStepSizeController):
-    """Wraps an adaptive controller (a ``PIDController``) so that its absolute tolerance follows the scale
-    of the solution: at every step ``atol_eff = max(controller.atol, atol_rel * rms(y0))``, with rms the
-    root-mean-square over all leaves of the state at the start of the step.
-
-    Why: in gradient flow from a small initialisation the parameters grow by orders of magnitude
-    (S11: rms 6e-6 at t = 0, ~2e-2 at the end). The absolute tolerance must be small compared with the
-    *initial* scale (the directions of the small neurons decided early fix the end point), but a fixed atol
-    that small later forces tiny steps for components that no longer matter (dead neurons sitting on
-    ReLU kinks, which the flow crosses or slides along). A floor ``controller.atol`` ~ rtol_0·rms(θ0) plus
-    a part relative to the current scale gives both. The rtol of the inner controller is unchanged.
-    """
-
-    controller: diffrax.AbstractAdaptiveStepSizeController
-    atol_rel: float
-
-    @property
-    def rtol(self):
-        return self.controller.rtol
-
-    @property
-    def atol(self):
-        return self.controller.atol
-
-    @property
-    def norm(self):
-        return self.controller.norm
-
-    def wrap(self, direction):
-        return eqx.tree_at(lambda c: c.controller, self, self.controller.wrap(direction))
-
-    def _with_atol(self, y):
-        atol = jnp.maximum(self.controller.atol, self.atol_rel * _rms(y))
-        return eqx.tree_at(lambda c: c.atol, self.controller, atol)
-
-    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
-        return self._with_atol(y0).init(terms, t0, t1, y0, dt0, args, func, error_order)
-
-    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
-        return self._with_atol(y0).adapt_step_size(
-            t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
-        )
-
-
-def _rms(tree):
-    leaves = jtu.tree_leaves(tree)
-    size = sum(jnp.size(x) for x in leaves)
-    return jnp.sqrt(sum(jnp.sum(jnp.abs(x) ** 2) for x in leaves) / max(size, 1))
-
-
-def gradient_flow_controller(
-    rtol: float = 1e-6,
-    atol=None,
-    atol_rel: float | None = 1e-6,
-    *,
-    theta0=None,
-    atol_init_rel: float = 1e-5,
-    count: bool = True,
-    **pid_kwargs,
-):
-    """The recommended step-size controller for :class:`RKC2` on gradient flow.
-
-    Returns ``CountingController(ScaledAtolController(PIDController(rtol, atol, **pid), atol_rel))``
-    (the counting layer only if `count`, the scaling layer only if `atol_rel` is not None).
-
-    - `atol`: the absolute-tolerance floor. If None, it is ``atol_init_rel * rms(theta0)`` (recommended:
-      1e-5 · rms(θ0), a relative accuracy of 1e-5 measured against the initial parameter scale); `theta0`
-      is then required. The floor must be > 0 (for θ0 = 0 pass an explicit atol).
-    - `atol_rel`: the absolute tolerance used at a step is max(atol, atol_rel · rms(y)) (default 1e-6).
-    - `count`: wrap in :class:`CountingController`; build the solver as ``RKC2(report_evals=True)``.
-    - `pid_kwargs`: passed to ``diffrax.PIDController``; defaults ``error_order=2, factormax=3``.
-
-    error_order=2 instead of the formal 3: ReLU networks have a discontinuous gradient, and the local
-    error of a step that crosses a kink is O(h), not O(h^3); the stronger shrink after a rejection and the
-    cap on growth cut the rejected steps by ~1/3 in the kink-dense early phase of S11 (fewer evaluations,
-    same accuracy). Works inside jit/vmap (theta0 and atol may be traced).
-    """
-    if atol is None:
-        if theta0 is None:
-            raise ValueError("gradient_flow_controller: pass atol, or theta0 to derive it from rms(theta0)")
-        atol = atol_init_rel * _rms(theta0)
-    pid_kwargs = {"error_order": 2, "factormax": 3.0, **pid_kwargs}
-    ctrl = diffrax.PIDController(rtol=rtol, atol=atol, **pid_kwargs)
-    if atol_rel is not None:
-        ctrl = ScaledAtolController(ctrl, atol_rel)
-    if count:
-        ctrl = CountingController(ctrl)
-    return ctrl
-
-
-# --------------------------------------------------------------------------------------------------------
-# reading the counts
-# --------------------------------------------------------------------------------------------------------
-
-
-def _initial_step_evals(dt0_given: bool) -> int:
-    # diffrax 0.7.2: `PIDController.init` with dt0=None calls `_select_initial_step`, which evaluates the
-    # vector field twice -- but only for a bare `ODETerm`. `diffeqsolve` always wraps the terms (WrapTerm,
-    # for the time direction), so inside `diffeqsolve` it returns dt0 = 0.01 without any evaluation.
-    # `tests/test_rkc.py::test_counts_are_exact` counts real calls and would catch a change.
-    del dt0_given
-    return 0
-
-
-def rkc_num_evaluations(sol, dt0_given: bool = False) -> dict:
-    """Vector-field evaluations of an :class:`RKC2` solve.
-
-    `sol` must have been produced with ``SaveAt(..., solver_state=True)``; if the controller was a
-    :class:`CountingController` and ``SaveAt(controller_state=True)`` was set, the count of rejected
-    steps is exact too. Works on batched (vmapped) solutions, leafwise.
-
-    Returns a dict with
-      - ``accepted``: evaluations of all accepted steps (incl. power iterations and the first step's F(y0));
-      - ``initial_step``: evaluations spent by the controller choosing dt0 (0 with diffrax 0.7.2, see
-        `_initial_step_evals`);
-      - ``total``: exact total (init + every attempted step + initial step choice) when the counting
-        controller state is available, else ``None``;
-      - ``estimate``: ``total`` if available, else accepted + initial_step + num_rejected × (mean
-        evaluations of an accepted step) -- an estimate only, since diffrax does not keep the solver
-        state of rejected steps;
-      - ``num_accepted_steps``, ``num_rejected_steps``.
-    """
-    state = sol.solver_state
-    if state is None:
-        raise ValueError("solve with SaveAt(..., solver_state=True) to read the evaluation count")
-    accepted = state["num_vf_evals"]
-    init_dt = _initial_step_evals(dt0_given)
-    out = dict(
-        accepted=accepted,
-        initial_step=init_dt,
-        num_accepted_steps=sol.stats["num_accepted_steps"],
-        num_rejected_steps=sol.stats["num_rejected_steps"],
-        total=None,
-        estimate=None,
-    )
-    cstate = _find_count_state(sol.controller_state)
-    if cstate is not None:
-        out["total"] = state["init_evals"] + cstate.attempted_evals + init_dt
-        out["estimate"] = out["total"]
-    else:
-        num_acc = sol.stats["num_accepted_steps"]
-        per_step = (accepted - state["init_evals"]) / jnp.maximum(num_acc, 1)
-        out["estimate"] = accepted + init_dt + sol.stats["num_rejected_steps"] * per_step
-    return out
-
-
-def _find_count_state(cstate):
-    """The CountState inside a (possibly nested) controller state, or None."""
-    found = [x for x in jtu.tree_leaves(cstate, is_leaf=lambda x: isinstance(x, CountState))
-             if isinstance(x, CountState)]
-    return found[0] if found else None
-
-
-def erk_num_evaluations(sol, stages_per_step: int = 6, dt0_given: bool = False):
-    """Vector-field evaluations of a diffrax FSAL explicit RK solve (Tsit5, Dopri5: 7 stages, FSAL).
-
-    Each step attempt (accepted or rejected) evaluates the 6 non-FSAL stages: the last stage F(y1) is the
-    first stage of the next step, and after a rejection the stored F(y0) is still valid. The first stage
-    F(y0) of the very first step is evaluated once per attempt until the first step is accepted (diffrax
-    rolls the "first step" flag back on a rejection): 1 if the first attempt is accepted, +1 for each
-    rejected first attempt. The initial step-size choice costs nothing inside ``diffeqsolve`` (see
-    `_initial_step_evals`). So
-
-        evaluations = 6 · sol.stats["num_steps"] + 1   (+ the number of rejected first attempts, 0..2 typ.)
-
-    with num_steps = num_accepted_steps + num_rejected_steps; this function returns the formula without
-    the last term (an undercount by at most a couple of evaluations). For Bosh3 (4 stages, FSAL) use
-    ``stages_per_step=3``.
-    """
-    return stages_per_step * sol.stats["num_steps"] + 1 + _initial_step_evals(dt0_given)

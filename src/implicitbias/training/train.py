@@ -14,6 +14,7 @@ import gc
 import threading
 import time as _time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import jax
@@ -92,8 +93,6 @@ def _init_while_compiling(init, advance, record, target, hp, X, y, theta0, recor
     compile (advance) first, with the shapes from `init.eval_shape`; only `.compile()` runs in the threads.
     jax keeps what `.lower(...).compile()` made, so the calls that follow find it compiled.  An error while
     compiling in a thread is dropped here: the same call in the main thread raises it again, where it belongs."""
-    from concurrent.futures import ThreadPoolExecutor
-
     carry_s, const_s = init.eval_shape(hp, X, y, theta0)
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="implicitbias-compile") as pool:
         jobs = [pool.submit(advance.lower(carry_s, target, hp, const_s, X, y).compile)]
@@ -331,6 +330,6 @@ class _NoBar:
 def _progress_bar(total: int, enabled: bool):
     if not enabled:
         return _NoBar()
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # deferred on purpose: ~0.1 s to import, needed only with a progress bar
 
     return tqdm(total=total, desc="checkpoints", unit="ckpt", leave=False)

@@ -35,6 +35,7 @@ import pydantic
 
 from implicitbias._spec import Spec
 from implicitbias.training import checkpoints as _checkpoints
+from implicitbias.training.discrete import make_discrete
 
 
 class Method(Spec, abc.ABC):
@@ -97,8 +98,6 @@ class DiscreteMethod(Method):
         return _checkpoints.step_grid(checkpoints, stop.max_steps)
 
     def stepper(self, problem, stop, n: int):
-        from implicitbias.training.discrete import make_discrete
-
         return make_discrete(problem, self, stop, n)
 
     def clock_readings(self, carry, hp) -> dict[str, np.ndarray]:
