@@ -9,7 +9,7 @@ import pytest
 from implicitbias._spec import ConfigError
 from implicitbias.cli import main
 from implicitbias.experiments import catalog
-from implicitbias.experiments.runner import load
+from implicitbias.pipeline import load
 from implicitbias.reports.browser import find_chromium, render_check
 from implicitbias.training.recompute import recompute
 

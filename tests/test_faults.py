@@ -30,7 +30,7 @@ import psutil
 import pytest
 
 from implicitbias.cli import main
-from implicitbias.experiments.runner import load
+from implicitbias.pipeline import load
 
 #: the cheapest sweep of processes and resumption: 4 gradient-flow runs of chistikov2023-fig1 (2 data sets)
 SMALL = ["chistikov2023-fig1", "--quick", "--no-progress", "--set", "grid.init_scale=[0.25,0.0039]", "trials=1"]

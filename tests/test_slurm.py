@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from implicitbias.experiments.runner import load
+from implicitbias.pipeline import load
 
 
 def _slurm_up() -> bool:

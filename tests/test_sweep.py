@@ -15,7 +15,7 @@ import pytest
 
 from implicitbias.data import TeacherNeuron
 from implicitbias.experiments.config import ExperimentConfig, expand
-from implicitbias.experiments.runner import load
+from implicitbias.pipeline import load
 from implicitbias.losses import Loss
 from implicitbias.models import TwoLayer
 from implicitbias.runs.spec import RunSpec, group_runs

@@ -55,13 +55,29 @@ __version__ = "0.1.0"
 
 
 
-def load(path):
-    """The results of `implicitbias run` (a run directory or its results.nc): typed run specs
-    (`runs`), each run's arrays (`arrays`, xarray), the data sets, the checks and the config; select
-    runs by any spec field with `select(...)` / `group_by(...)` and stack them with `stack(...)`."""
-    from implicitbias.experiments.runner import load as _load
+#: names imported on first use: `import implicitbias` stays light (the command line starts in about a second)
+_LAZY = {
+    "run": "implicitbias.pipeline.api",
+    "report": "implicitbias.pipeline.api",
+    "load": "implicitbias.pipeline.api",
+    "Experiment": "implicitbias.experiments.base",
+    "Figure": "implicitbias.experiments.base",
+    "ExperimentConfig": "implicitbias.experiments.config",
+    "Results": "implicitbias.runs.results",
+    "RunSpec": "implicitbias.runs.spec",
+}
 
-    return _load(path)
+
+def __getattr__(name: str):
+    """`implicitbias.run`, `implicitbias.load`, ... imported when first used."""
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'implicitbias' has no attribute {name!r}")
 
 
-__all__ = ["ConfigError", "Spec", "__version__", "load"]
+__all__ = ["ConfigError", "Experiment", "ExperimentConfig", "Figure", "Results", "RunSpec", "Spec", "__version__",
+           "load", "report", "run"]

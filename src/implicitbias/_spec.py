@@ -9,10 +9,12 @@ the field, the value that was given and what is allowed.
 from __future__ import annotations
 
 import contextvars
+import errno
 from typing import Any
 
 import pydantic
 import pydantic_core
+import yaml
 
 _depth = contextvars.ContextVar("spec_depth", default=0)
 
@@ -141,3 +143,32 @@ class Spec(pydantic.BaseModel):
     def validated_replace(self, **changes: Any) -> Spec:
         """A copy with some fields changed, validated like a fresh construction."""
         return type(self)(**{**self.model_dump(), **changes})
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """`--set field=value` items as {field: YAML value}, e.g. model.width=50 or grid.init_scale=[0.1, 1]."""
+    overrides = {}
+    for item in items:
+        key, eq, raw = item.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(f"--set {item!r} is not allowed: expected field=value with a field name, e.g. --set "
+                              "model.width=50 (a grid axis: --set grid.init_scale=[0.1,1])")
+        try:
+            overrides[key.strip()] = yaml.safe_load(raw) if raw.strip() else raw
+        except yaml.YAMLError as exc:
+            detail = " ".join(str(exc).split())[:160]
+            raise ConfigError(f"--set {item!r} is not allowed: the value {raw!r} is not valid YAML ({detail}); "
+                              "expected a number, a word or a list such as [1, 2]") from None
+    return overrides
+
+
+#: errors of the file system that are the machine's, not the program's: reported in one line, exit 2
+SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                errno.EISDIR, errno.ENOENT, errno.ENAMETOOLONG, errno.ELOOP)
+
+
+def machine_error(exc: OSError) -> str:
+    """One line for a file-system error of the machine (a full disk, a read-only or missing path)."""
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    return (f"{exc.filename or ''}: {exc.strerror}: {'the disk is full: free some space' if full else 'check the path'}"
+            " and rerun the same command (finished runs are kept)")

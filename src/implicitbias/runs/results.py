@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +36,11 @@ class Cell:
     results: xr.Dataset
     data: list[Dataset]
     indices: list[int]
+    #: set by `Results.cells`: the base label, with the fields that tell this cell from others of that label
+    named: str = ""
+
+    def __repr__(self) -> str:
+        return f"Cell({self.label!r}, {len(self.runs)} runs, {self.trials} trials)"
 
     @property
     def spec(self) -> RunSpec:
@@ -48,6 +54,13 @@ class Cell:
 
     @property
     def label(self) -> str:
+        """The cell's name in checks and reports: its part, data scheme/family/d/n and method, and the fields
+        that vary between cells that would otherwise share this name (e.g. `model.width=50`)."""
+        return self.named or self.base_label
+
+    @property
+    def base_label(self) -> str:
+        """The part, data scheme/family/d/n and method (not unique when cells differ in other fields)."""
         s = self.spec
         bits = [s.part] if s.part else []
         for name in ("scheme", "family", "d", "n"):
@@ -59,14 +72,32 @@ class Cell:
         return ", ".join(bits)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)
 class Results:
+    """The outcome of an experiment: its runs, their arrays and data sets, the checks and the config.
+
+    `definition` is the `Experiment` that produced them (what `plot` draws with), `record` how the call that
+    produced them went (`implicitbias.pipeline.RunRecord`: failed runs, paths, wall time)."""
+
     experiment: str
     config: Any
     runs: list[RunSpec]
     arrays: list[xr.Dataset]
     datasets: dict[str, Dataset]
     checks: list[dict] = dataclasses.field(default_factory=list)
+    definition: Any = None
+    record: Any = None
+
+    def __repr__(self) -> str:
+        outcomes: dict[str, int] = {}
+        for c in self.checks:
+            if c.get("kind") == "prediction":
+                outcomes[c["outcome"]] = outcomes.get(c["outcome"], 0) + 1
+        verdicts = ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items())) or "none"
+        where = f", report={self.record.paths['report']!r}" if self.record is not None and \
+            "report" in getattr(self.record, "paths", {}) else ""
+        return (f"<Results {self.experiment!r}: {len(self.runs)} runs ({len(self.failed)} failed), "
+                f"predictions: {verdicts}{where}>")
 
     def __len__(self) -> int:
         return len(self.runs)
@@ -97,9 +128,10 @@ class Results:
     def plot(self, name: str | None = None):
         """Draw one of the experiment's figures (by name; the first when None) and return the matplotlib
         Figure: in a notebook it shows inline."""
-        from implicitbias.experiments.registry import get
-
-        figures = {f.name: f for f in get(self.experiment).figures}
+        if self.definition is None:
+            raise KeyError(f"these results of {self.experiment} carry no experiment definition: get them from "
+                           "implicitbias.run(...) or implicitbias.load(DIR)")
+        figures = {f.name: f for f in self.definition.figures}
         if not figures:
             raise KeyError(f"{self.experiment} declares no figures")
         if name is None:
@@ -116,8 +148,55 @@ class Results:
     @functools.cached_property
     def cells(self) -> list[Cell]:
         """The runs grouped into cells (same part and static part), failed runs left out."""
-        return [Cell([self.runs[i] for i in idx], self.stack(idx), [self.data_of(i) for i in idx], idx)
-                for idx in cell_indices(self.runs, exclude=self.failed)]
+        cells = [Cell([self.runs[i] for i in idx], self.stack(idx), [self.data_of(i) for i in idx], idx)
+                 for idx in cell_indices(self.runs, exclude=self.failed)]
+        name_cells(cells)
+        return cells
+
+
+def name_cells(cells: Sequence[Cell]) -> None:
+    """Give cells that share a base label the fields that tell them apart (`model.width=50`), so that every
+    cell's label is unique; a cell with a label of its own keeps it."""
+    by_label: dict[str, list[Cell]] = {}
+    for cell in cells:
+        by_label.setdefault(cell.base_label, []).append(cell)
+    for label, same in by_label.items():
+        if len(same) < 2:
+            continue
+        flat = [_flatten(_static_fields(c.spec)) for c in same]
+        varying = [k for k in flat[0] if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
+        varying += [k for k in {k for f in flat for k in f} - set(flat[0])]
+        for cell, fields in zip(same, flat):
+            bits = ", ".join(f"{k}={_short(fields.get(k))}" for k in varying)
+            cell.named = f"{label}, {bits}" if bits else label
+
+
+def _static_fields(spec: RunSpec) -> dict:
+    """The spec's fields that fix its cell (what `RunSpec.static_key` hashes)."""
+    dump = spec.model_dump(mode="json", exclude={"seed", "data_seed", "trial", "part", "init_scale"})
+    for name in spec.traced_model_fields():
+        dump["model"].pop(name, None)
+    for name in spec.method.traced_fields:
+        dump["method"].pop(name, None)
+    return dump
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list) and len(value) > 4:
+        return f"[{len(value)} values]"
+    return str(value)
 
 
 def cell_indices(runs: Sequence[RunSpec], exclude: Sequence[int] = ()) -> list[list[int]]:

@@ -1,4 +1,5 @@
-"""Write what a run produces: figures (PNG and PDF), tables, checks.json and report.html."""
+"""Write what a run produces: config.yaml, results.nc, figures (PNG and PDF), tables, checks.json, run.json,
+report.html, and the index of the runs folder."""
 
 from __future__ import annotations
 
@@ -10,20 +11,32 @@ import yaml
 
 from implicitbias.experiments.base import Experiment
 from implicitbias.experiments.figures import thin_log_axes
+from implicitbias.reports import write_index
+from implicitbias.reports.html import write_report
 from implicitbias.runs.results import Results
-from implicitbias.storage.files import atomic_file
+from implicitbias.storage.results import atomic_file
+
+
+def write_config(experiment: Experiment, config, quick: bool, out: Path, command: str) -> Path:
+    """config.yaml: the resolved config, headed by the command that reruns it."""
+    path = Path(out) / "config.yaml"
+    path.write_text(f"# {experiment.name} ({'quick' if quick else 'full'}), rerun with: {command}\n"
+                    + yaml.safe_dump({"experiment": experiment.name, "quick": bool(quick), **config.model_dump()},
+                                     sort_keys=False))
+    return path
 
 
 def write_figures(experiment: Experiment, results: Results, out_dir: Path,
                   warn=print) -> list[tuple[str, str, Path]]:
-    fig_dir = out_dir / "figures"
+    """Every declared figure as PNG and PDF under out_dir/figures; a figure that cannot be drawn (e.g. every run
+    of its panel diverged) is a warning, and the others are still drawn."""
+    fig_dir = Path(out_dir) / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for figure in experiment.figures:
         try:
             fig = figure.draw(results)
         except (IndexError, KeyError, ValueError) as exc:
-            # e.g. every run of one panel diverged: the other figures are still drawn
             warn(f"warning: figure {figure.name} not drawn ({type(exc).__name__}: {exc})")
             plt.close("all")
             continue
@@ -39,10 +52,9 @@ def write_figures(experiment: Experiment, results: Results, out_dir: Path,
     return written
 
 
-def write_outputs(experiment: Experiment, results: Results, out_dir: Path, run_info: dict, warn=print) -> Path:
-    """Figures, tables, checks.json and the self-contained report.html; returns the report's path."""
-    from implicitbias.reports.html import write_report
-
+def write_outputs(experiment: Experiment, results: Results, out_dir: str | Path, run_info: dict, warn=print) -> Path:
+    """Figures, tables, checks.json, run.json and the self-contained report.html; returns the report's path."""
+    out_dir = Path(out_dir)
     figures = write_figures(experiment, results, out_dir, warn)
     tables = experiment.tables(results, out_dir / "figures") if experiment.tables else []
     atomic_file(lambda tmp: tmp.write_text(json.dumps(results.checks, indent=2)), out_dir / "checks.json")
@@ -62,7 +74,5 @@ def write_outputs(experiment: Experiment, results: Results, out_dir: Path, run_i
         tables=tables,
     )
     if out_dir.resolve().parent.name == "runs":  # the default layout runs/NAME: keep runs/index.html current
-        from implicitbias.reports import write_index
-
         write_index(out_dir.resolve().parent)
     return report

@@ -1,0 +1,7 @@
+"""`python -m implicitbias ...`: the same command line as `implicitbias ...`."""
+
+import sys
+
+from implicitbias.cli import main
+
+sys.exit(main())

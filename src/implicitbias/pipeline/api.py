@@ -1,0 +1,248 @@
+"""`implicitbias.run`: one experiment from config to report, the same call for the command line, a notebook and a
+cluster; `implicitbias.report` and `implicitbias.load` for a finished run directory.
+
+`run` validates everything first (the experiment, the overrides, every run, the output directory, the execution
+options, the memory budget, the data), then trains the runs a sweep has not stored yet (`implicitbias.sweeps`),
+checks the theorems, and writes config.yaml, results.nc, figures/, checks.json, report.html and the runs index.
+Every run is stored in `DIR/runs/` the moment it finishes: the same call on the same directory resumes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import os
+import shlex
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from implicitbias._spec import ConfigError
+from implicitbias.experiments.base import Experiment
+from implicitbias.experiments.config import ExperimentConfig
+from implicitbias.pipeline import definitions, preflight
+from implicitbias.pipeline.checks import evaluate_checks
+from implicitbias.pipeline.outputs import write_config, write_outputs
+from implicitbias.reference.memo import memo_directory
+from implicitbias.runs.budget import check_fits
+from implicitbias.runs.results import Results
+from implicitbias.storage.lock import directory_lock
+from implicitbias.storage.results import load_results, save_results
+from implicitbias.storage.store import RunStore
+from implicitbias.sweeps import cluster as clusters
+from implicitbias.sweeps.sweep import cluster_scope, run_sweep
+
+#: what the figures and the report may raise on complete results: reported, and the results are kept
+DRAWING_ERRORS = (ArithmeticError, ValueError, TypeError, IndexError, KeyError, RuntimeError)
+
+
+@dataclasses.dataclass
+class RunRecord:
+    """How a call of `run` went: runs trained and loaded, the runs that failed (with their messages), the
+    paths written, the wall time, and a one-line warning when the figures or report could not be drawn."""
+
+    out: str = ""
+    runs: int = 0
+    trained: int = 0
+    reused: int = 0
+    failed: list[tuple[Any, str]] = dataclasses.field(default_factory=list)
+    raised: int = 0
+    paths: dict[str, str] = dataclasses.field(default_factory=dict)
+    wall_time_s: float = 0.0
+    outputs_error: str | None = None
+
+    def failure_report(self, limit: int = 20) -> str:
+        """The failed runs, where they are kept, and their messages (the first `limit`)."""
+        total = self.runs
+        n_div = len(self.failed) - self.raised
+        where = [f"{n_div} diverged or unsolved: stored as such in {self.out}/runs/"] if n_div else []
+        where += [f"{self.raised} raised: recorded with their errors in {self.out}/failed/, tried again by a rerun"] \
+            if self.raised else []
+        lines = [f"\nerror: {len(self.failed)} of {total} runs failed ({'; '.join(where)}; left out of figures and "
+                 "fits):"]
+        lines += [f"  {spec.label()} [{spec.key()}]: {message}" for spec, message in self.failed[:limit]]
+        if len(self.failed) > limit:
+            lines.append(f"  ... and {len(self.failed) - limit} more (see {self.out}/log.txt)")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"RunRecord(trained={self.trained}, reused={self.reused}, failed={len(self.failed)}, "
+                f"wall_time_s={self.wall_time_s:.1f})")
+
+
+def run(experiment: str | Experiment, *, quick: bool = False, overrides: Mapping[str, Any] | None = None,
+        seed: int | None = None, out: str | os.PathLike | None = None, workers: int | None = None,
+        scheduler: str | None = None, cluster: str | os.PathLike | None = None, progress: bool = True,
+        worker_timeout: float | None = None, dashboard: str | None = None,
+        log: Callable[[str], None] | None = None, command: str | None = None) -> Results:
+    """Run an experiment: validate, train or resume, check, and write every output; returns its `Results`.
+
+    experiment: a catalogued name (`implicitbias list`) or an `Experiment` object (e.g. defined in a notebook
+        cell, over the catalogued models, data and theorems).
+    quick: the small variant (<= 60 s on 2 cores); overrides: dotted fields, e.g. {"model.width": 50,
+        "grid.init_scale": [0.1, 1.0]}; seed: the base seed of data and initialisation.
+    out: the run directory (str or Path; default runs/NAME, or runs/NAME-quick); the same call on the same
+        directory loads the finished runs instead of training them again.
+    workers: Dask worker processes on this machine (None: one per core; 0: in this process); scheduler: the
+        address of a running Dask scheduler; cluster: a SLURM/PBS cluster file (dask-jobqueue).
+    progress: a progress bar; worker_timeout, dashboard: as the command line's --worker-timeout, --dashboard;
+    log: where messages go (default: standard error); command: the command recorded in config.yaml.
+
+    `results.checks` holds the verdicts, `results.record` how the call went (failed runs and their messages,
+    paths, wall time).  Bad input raises `ConfigError` before anything is written.
+    """
+    say = log or (lambda message: print(message, file=sys.stderr))
+    exp = definitions.resolve(experiment)
+    if out is None:
+        out = f"runs/{exp.name}{'-quick' if quick else ''}"
+    out = preflight.output_dir(out)
+    preflight.check_devices()
+    config = exp.resolve(quick=quick, overrides=dict(overrides or {}), seed=seed)
+    runs = exp.runs(config)  # expanded once: every run validated before anything trains
+    record = RunRecord(out=str(out), runs=len(runs))
+    with contextlib.ExitStack() as held:
+        # the sweep's cluster closes when this block ends: after the results, figures and report are written
+        held.enter_context(cluster_scope(warn=say))
+        preflight.check_options(config, workers=workers, scheduler=scheduler, cluster=cluster,
+                                worker_timeout=worker_timeout, dashboard=dashboard)
+        options = {k: v for k, v in (("worker_timeout", worker_timeout), ("dashboard_address", dashboard))
+                   if v is not None}
+        if scheduler is not None:
+            options["client"] = client = clusters.connect(scheduler)
+            held.callback(clusters.close, client, warn=say)
+        if scheduler is None and cluster is None:
+            check_fits(runs, workers)
+        preflight.check_runs_against_their_data(runs)  # after the memory budget: it draws data
+        _take(out, held, say)  # everything is checked: from here on the directory is written
+        write_config(exp, config, quick, out, command or _command(exp, quick, overrides, seed, out))
+        definitions.keep(exp, out)
+        started, started_at = time.perf_counter(), datetime.datetime.now().isoformat(timespec="seconds")
+        say(f"{exp.name}: {len(runs)} runs -> {out}/runs/ (a rerun of this command resumes)")
+        try:
+            outcome = run_sweep(runs, RunStore(out, warn=say), workers=workers, cluster=None if cluster is None
+                                else os.fspath(cluster), progress=progress, say=say, **options)
+        except KeyboardInterrupt:
+            say(f"interrupted: the finished runs are kept in {out}/runs/; rerun the same command to resume")
+            raise
+        kept = [i for i, ds in enumerate(outcome.arrays) if ds is not None]
+        results = Results(exp.name, config, [runs[i] for i in kept], [outcome.arrays[i] for i in kept],
+                          dict(outcome.datasets))
+        results.definition = exp
+        record.trained, record.reused, record.failed = outcome.trained, outcome.reused, outcome.failed
+        record.raised = sum(1 for spec, _ in outcome.failed if spec.key() in outcome.errors)
+        record.wall_time_s = time.perf_counter() - started
+        results.record = record
+        if len(results.failed) < len(results.runs):  # something to show: checks, results, figures and report
+            try:
+                _finish(exp, results, out, record, {"variant": "quick" if quick else "full",
+                                                    "method": config.method.kind, "started": started_at,
+                                                    "wall_time_s": f"{record.wall_time_s:.1f}",
+                                                    "command": command or _command(exp, quick, overrides, seed, out)},
+                        say)
+            except KeyboardInterrupt:
+                say(f"interrupted while writing the results: every run is stored in {out}/runs/; rerun the same "
+                    "command to write the results, figures and report without training")
+                raise
+    return results
+
+
+def _finish(exp: Experiment, results: Results, out: Path, record: RunRecord, info: dict, say) -> None:
+    with memo_directory(out):
+        results.checks = evaluate_checks(exp, results)
+    save_results(results, out / "results.nc")
+    record.paths.update({"results": str(out / "results.nc"), "log": str(out / "log.txt")})
+    try:
+        record.paths["report"] = str(write_outputs(exp, results, out, info, warn=say))
+    except DRAWING_ERRORS as exc:
+        record.outputs_error = outputs_failed(exc, out)
+        say(record.outputs_error)  # the results are complete: only their pictures are missing
+
+
+def report(path: str | os.PathLike, *, experiment: Experiment | None = None,
+           log: Callable[[str], None] | None = None) -> Results:
+    """Check again and redraw a finished run directory (or its results.nc) without training: figures, tables,
+    checks.json and report.html.  Reference solutions come from the directory's memo: none is solved again.
+    A drawing failure raises (`RuntimeError` with the line `outputs_failed` prints)."""
+    say = log or (lambda message: print(message, file=sys.stderr))
+    out = Path(path)
+    if not out.exists():
+        raise ConfigError(f"{out} does not exist: give the directory written by `implicitbias run` (or its results.nc)")
+    file = out / "results.nc" if out.is_dir() else out
+    preflight.check_devices()  # the checks are recomputed with JAX
+    try:
+        results = load(out, experiment=experiment)
+    except ConfigError as exc:
+        text = str(exc)
+        raise ConfigError(text if str(file) in text else f"{file} is damaged or from another version: {text}") from None
+    out = file.parent
+    with memo_directory(out):
+        results.checks = evaluate_checks(results.definition, results)
+    record = RunRecord(out=str(out), runs=len(results.runs), reused=len(results.runs), paths={"results": str(file)})
+    results.record = record
+    try:
+        record.paths["report"] = str(write_outputs(results.definition, results, out, {"rebuilt from": str(file)},
+                                                   warn=say))
+    except DRAWING_ERRORS as exc:
+        record.outputs_error = outputs_failed(exc, out, "error")
+        raise RuntimeError(record.outputs_error) from exc
+    failures = RunStore(out).failures()
+    if failures:
+        say(f"{len(failures)} runs raised and are not in these results (their errors in {out}/failed/):")
+        for failure in list(failures.values())[:10]:
+            say(f"  {failure.get('label', '')} [{failure.get('key', '')}]: {failure.get('error', '')}")
+    return results
+
+
+def load(path: str | os.PathLike, *, experiment: Experiment | None = None) -> Results:
+    """The results of `implicitbias run` (a run directory or its results.nc): typed run specs (`runs`), each
+    run's arrays (`arrays`, xarray), the data sets, the checks and the config; select runs by any spec field with
+    `select(...)` / `group_by(...)`, stack them with `stack(...)`, draw a figure with `plot(...)`.
+
+    experiment: the `Experiment` of a notebook-defined run whose kept definition (experiment.pkl) cannot be
+    read any more; catalogued experiments and kept definitions are found by themselves."""
+    path = Path(path)
+    file = path / "results.nc" if path.is_dir() else path
+    if not file.exists():
+        raise ConfigError(f"{file} does not exist: give the directory written by `implicitbias run`")
+    results = load_results(file)
+    results.config = ExperimentConfig(**results.config)
+    results.definition = experiment if experiment is not None else definitions.definition_of(results.experiment,
+                                                                                             file.parent)
+    return results
+
+
+def outputs_failed(exc: BaseException, out: Path, level: str = "warning") -> str:
+    """One line for a figure or page that could not be drawn from complete results (an edge case of the plotting
+    code, e.g. a log axis with no positive value): the results stay usable."""
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    where = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
+    return (f"{level}: the figures and report could not be written ({type(exc).__name__}: {exc}{where}); "
+            f"{out}/results.nc holds every result, and `implicitbias report {out}` draws them again")
+
+
+def _take(out: Path, held: contextlib.ExitStack, say) -> None:
+    """Create the directory and hold its lock (a second command on it waits); remove an interrupted write's
+    temporary files."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        held.enter_context(directory_lock(out, say=say))
+    except OSError as exc:
+        raise ConfigError(f"--out {str(out)!r} is not allowed: {exc.strerror or exc} ({exc.filename or out}); "
+                          "expected a directory this user can write (created if absent)") from None
+    removed = RunStore(out).clean_temporaries()
+    if removed:
+        say(f"removed {len(removed)} temporary files left by an interrupted write in {out}")
+
+
+def _command(exp: Experiment, quick: bool, overrides, seed, out: Path) -> str:
+    """The command line that reruns this call (a notebook-defined experiment: the library call)."""
+    sets = " ".join(shlex.quote(f"{k}={v}") for k, v in (overrides or {}).items())
+    args = (["--quick"] if quick else []) + ([f"--set {sets}"] if sets else []) + \
+        ([f"--seed {seed}"] if seed is not None else []) + [f"--out {shlex.quote(str(out))}"]
+    if definitions.is_catalogued(exp):
+        return f"implicitbias run {exp.name} " + " ".join(args)
+    return f"implicitbias.run(<the notebook's Experiment {exp.name!r}>, ...) (options: {' '.join(args)})"
