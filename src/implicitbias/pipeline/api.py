@@ -31,7 +31,7 @@ from implicitbias.reference.memo import memo_directory
 from implicitbias.runs.budget import check_fits
 from implicitbias.runs.results import Results
 from implicitbias.storage.lock import directory_lock
-from implicitbias.storage.results import load_results, save_results
+from implicitbias.storage.stacked import load_results, save_results
 from implicitbias.storage.store import RunStore
 from implicitbias.sweeps import cluster as clusters
 from implicitbias.sweeps.sweep import cluster_scope, run_sweep

@@ -14,7 +14,7 @@ from implicitbias.experiments.figures import thin_log_axes
 from implicitbias.reports import write_index
 from implicitbias.reports.html import write_report
 from implicitbias.runs.results import Results
-from implicitbias.storage.results import atomic_file
+from implicitbias.storage.files import atomic_file
 
 
 def write_config(experiment: Experiment, config, quick: bool, out: Path, command: str) -> Path:

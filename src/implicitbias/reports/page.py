@@ -126,6 +126,6 @@ def html_page(title: str, body: str, css: str = "") -> str:
 
 
 def write_atomic(path: Path, text: str) -> Path:
-    """Write `text` to `path` through a temporary file of its own (`storage.results.atomic_file`), so a
+    """Write `text` to `path` through a temporary file of its own (`storage.files.atomic_file`), so a
     reader never sees half a page and two processes writing the same page do not collide."""
     return atomic_file(lambda tmp: tmp.write_text(text, encoding="utf-8"), path)
