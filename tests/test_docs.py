@@ -1,27 +1,62 @@
-"""The notebook session of docs/notebook.md runs as written, on a quick run (so the documentation stays true)."""
+"""docs/notebook.md runs as written: a notebook defines a new experiment in a cell, runs it on two worker
+processes with `implicitbias.run`, reads its checks and report, reports it again and explores the results."""
 
+import json
 import re
 from pathlib import Path
 
 import matplotlib
 import pytest
 
-from implicitbias.cli import main
+from implicitbias.reference import memo
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "notebook.md"
 
 
-@pytest.mark.xdist_group("chistikov2023-fig1")
+@pytest.mark.xdist_group("notebook")
 def test_the_notebook_session_runs_as_documented(tmp_path, monkeypatch):
     matplotlib.use("Agg")
-    text = DOC.read_text()
-    command = re.search(r"```bash\n(implicitbias run .*)\n```", text).group(1).split()
-    assert main([*command[1:], "--workers", "0", "--no-progress", "--out", str(tmp_path / "runs" / "fig1-quick")]) == 0
     monkeypatch.chdir(tmp_path)
-    namespace: dict = {}
-    for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
+    namespace: dict = {"__name__": "__main__"}  # a notebook's cells run in __main__
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+    assert len(blocks) >= 4
+    for block in blocks:
         exec(compile(block, str(DOC), "exec"), namespace)  # noqa: S102 - the documented session itself
-    assert namespace["ds"].sizes["run"] == len(namespace["centred"]) > 0
-    assert namespace["res"].plot("fig1_max_angle") is not None
-    with pytest.raises(KeyError, match="fig1_max_angle"):
+    out = tmp_path / "runs" / "my-deep-linear"
+    for name in ("config.yaml", "results.nc", "checks.json", "report.html", "experiment.pkl",
+                 "figures/distance_to_svm.png"):
+        assert (out / name).exists(), name
+    results = namespace["results"]
+    assert results.checks and results.checks == json.loads((out / "checks.json").read_text())
+    assert {c["outcome"] for c in results.checks if c["kind"] == "prediction"} <= {"holds", "not_evaluated"}
+    assert len(repr(results)) < 200 and "my-deep-linear" in repr(results)
+    labels = {c["cell"] for c in results.checks}
+    assert len(labels) == 2, labels  # depth 2 and depth 3: two cells with labels that tell them apart
+    assert namespace["ds"].sizes["run"] == len(namespace["deep"]) == 2
+    with pytest.raises(KeyError, match="distance_to_svm"):
         namespace["res"].plot("no_such_figure")
+
+
+@pytest.mark.xdist_group("notebook")
+def test_a_notebook_experiment_reports_in_a_new_process_without_solving_again(tmp_path):
+    """`implicitbias report DIR` on a notebook-defined experiment (kept as experiment.pkl) in another process:
+    it knows the experiment, and the SVM references come from the run directory's memo (no solve)."""
+    import subprocess
+    import sys
+
+    import implicitbias
+    from implicitbias.experiments import get
+
+    base = get("ji2019-deep-linear")
+    config = base.resolve(quick=True, overrides={"grid.model.depth": [2]})
+    exp = implicitbias.Experiment(name="notebook-ji", paper=base.paper, systems=base.systems, summary="a copy",
+                                  config=config, quick={}, theorems=lambda cell: base.theorems(cell))
+    implicitbias.run(exp, out=tmp_path / "o", workers=0, progress=False)
+    assert list((tmp_path / "o" / "references").glob("*.pkl"))
+    code = ("import sys, implicitbias; from implicitbias.reference import memo; "
+            "r = implicitbias.report(sys.argv[1]); print(len(r.checks), sum(memo.solves().values()))")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "o")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    n_checks, solved = proc.stdout.split()
+    assert int(n_checks) > 0 and int(solved) == 0
+    assert memo.solves() is not None
