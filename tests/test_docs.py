@@ -28,7 +28,7 @@ def test_the_notebook_session_runs_as_documented(tmp_path, monkeypatch):
         assert (out / name).exists(), name
     results = namespace["results"]
     assert results.checks and results.checks == json.loads((out / "checks.json").read_text())
-    assert {c["outcome"] for c in results.checks if c["kind"] == "prediction"} <= {"holds", "not_evaluated"}
+    assert {c["outcome"] for c in results.checks if c["kind"] == "assumption"} == {"holds"}
     assert len(repr(results)) < 200 and "my-deep-linear" in repr(results)
     labels = {c["cell"] for c in results.checks}
     assert len(labels) == 2, labels  # depth 2 and depth 3: two cells with labels that tell them apart
