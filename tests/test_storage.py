@@ -2,6 +2,10 @@
 number of runs); loading gives back every run's arrays exactly: values, dtypes, dimensions, coordinates,
 attributes and its own number of checkpoints."""
 
+import os
+import resource
+import signal
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -9,7 +13,10 @@ import xarray as xr
 from implicitbias.experiments.registry import get
 from implicitbias.runs.execute import dataset_of
 from implicitbias.runs.results import Results
+from implicitbias.runs.spec import RESULTS_FORMAT
+from implicitbias.storage.files import DiskFull, atomic_file, save
 from implicitbias.storage.stacked import load_results, save_results
+from implicitbias.storage.store import RunStore
 
 
 def _run_arrays(spec, n_checkpoints: int, width: int, seed: int) -> xr.Dataset:
@@ -55,11 +62,6 @@ def test_stacked_results_round_trip_exactly(tmp_path):
 
 def test_ctrl_c_during_a_store_write_is_raised_after_the_file_is_complete(tmp_path):
     # regression: a KeyboardInterrupt inside xarray's to_netcdf could leave its file lock held and hang the sweep
-    import os
-    import signal
-
-    from implicitbias.storage.files import atomic_file
-
     ds = xr.Dataset({"x": ("i", np.arange(5.0))})
     reached = []
 
@@ -84,10 +86,6 @@ def test_ctrl_c_during_a_store_write_is_raised_after_the_file_is_complete(tmp_pa
 
 def test_a_write_past_the_file_size_limit_names_the_file_and_leaves_no_temporary(tmp_path):
     # NetCDF reports a full disk or `ulimit -f` only as "HDF error"; atomic_file names the file and the cause
-    import resource
-
-    from implicitbias.storage.files import DiskFull, save
-
     ds = xr.Dataset({"x": ("i", np.random.default_rng(0).random(40_000))})  # ~320 kB
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, hard))
@@ -103,9 +101,6 @@ def test_a_write_past_the_file_size_limit_names_the_file_and_leaves_no_temporary
 
 
 def test_failures_are_recorded_until_the_run_is_stored_and_temporaries_are_cleaned(tmp_path):
-    from implicitbias.runs.spec import RESULTS_FORMAT
-    from implicitbias.storage.store import RunStore
-
     exp = get("linear-regression-implicit-bias")
     spec = exp.runs(exp.resolve(quick=True))[0]
     store = RunStore(tmp_path)

@@ -1,20 +1,30 @@
 """The training engine against closed forms: least squares, linear gradient flow, GD -> GF as eta -> 0,
 batching, determinism, validation and divergence."""
 
+import gc
+import importlib
 import subprocess
 import sys
+import typing
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import scipy.linalg
 
 from implicitbias._spec import ConfigError
-from implicitbias.data import Dataset
+from implicitbias.data import Dataset, TeacherNeuron
 from implicitbias.losses import Loss
-from implicitbias.models import Linear, TwoLayer
+from implicitbias.metrics.kkt import kkt_system
+from implicitbias.models import AnyModel, Linear, MatrixFactorization, TwoLayer
 from implicitbias.storage import load, save
 from implicitbias.training import GD, SGD, GradientFlow, Status, Stop, train
+from implicitbias.training.batch import Batch
 from implicitbias.training.dataset import theta_of
+from implicitbias.training.train import train_runs
+
+#: the module `implicitbias.training.train` (the package's attribute `train` is the function)
+TRAIN_MODULE = importlib.import_module("implicitbias.training.train")
 
 SQUARE = Loss(name="square")
 
@@ -86,12 +96,49 @@ def test_batch_equals_runs_one_by_one():
             np.testing.assert_allclose(together[name].values[r], alone[name].values[0], rtol=1e-10, atol=1e-13)
 
 
+def test_traced_fields_are_declared_once_on_the_spec_types():
+    # a model's traced fields are float fields of it; the batch of a direct call allows exactly them
+    for cls in typing.get_args(typing.get_args(AnyModel)[0]):
+        assert all(cls.model_fields[name].annotation is float for name in cls.traced_fields), cls
+    assert TwoLayer.traced_fields == ("gamma",) and MatrixFactorization.traced_fields == ("init_noise",)
+    with pytest.raises(ConfigError, match=r"batch\.model\.width is not allowed.*'model\.gamma'"):
+        train(TwoLayer(), _classification(), batch={"model.width": [2, 3]})
+
+
+def _members(gammas):
+    return [SimpleNamespace(model=TwoLayer(width=4, gamma=g), method=GD(lr=lr), seed=s, init_scale=c, loss=Loss(),
+                            stop=Stop(max_steps=30), checkpoints=3, kkt=True, keep_trajectory=False)
+            for g, lr, s, c in zip(gammas, [0.1, 0.2, 0.3], [0, 1, 2], [0.5, 0.1, 1.0])]
+
+
+def test_the_batch_of_a_group_of_runs_is_read_from_their_fields():
+    members = _members([0.5, 0.3, 0.5])
+    batch = Batch.of(members)
+    lists = Batch.from_lists(TwoLayer(width=4), GD(), 0, 1.0, {"seed": [0, 1, 2], "init_scale": [0.5, 0.1, 1.0],
+                                                              "lr": [0.1, 0.2, 0.3], "model.gamma": [0.5, 0.3, 0.5]})
+    for a, b in ((batch.hp(), lists.hp()), (batch.hp()["model"], lists.hp()["model"])):
+        assert list(a) == list(b)
+        for k in a:
+            if k != "model":
+                np.testing.assert_array_equal(a[k], b[k])
+                assert a[k].dtype == b[k].dtype
+    assert batch.model_overrides == ("gamma",) and batch.size == 3
+    assert batch.member(1) == {"seed": 1, "init_scale": 0.1, "lr": 0.2, "model": {"gamma": 0.3}}
+    assert Batch.of(_members([0.5, 0.5, 0.5])).model == {}  # one value for all: a static field of the model
+
+
+def test_train_runs_is_train_with_the_runs_batch():
+    members, data = _members([0.5, 0.3, 0.5]), _classification(n=6, d=10)
+    grouped = train_runs(members, data)
+    direct = train(TwoLayer(width=4), data, Loss(), GD(), stop=Stop(max_steps=30), checkpoints=3,
+                   batch={"seed": [0, 1, 2], "init_scale": [0.5, 0.1, 1.0], "lr": [0.1, 0.2, 0.3],
+                          "model.gamma": [0.5, 0.3, 0.5]})
+    for name in ("loss", "theta.W", "kkt_stationarity", "model.gamma"):
+        np.testing.assert_array_equal(grouped[name].values, direct[name].values)
+
+
 def test_gc_is_paused_until_the_first_checkpoint_and_restored(monkeypatch):
-    import gc
-
-    from implicitbias.training import train as train_module
-
-    T = sys.modules[train_module.__module__]
+    T = TRAIN_MODULE
     states = []
     record = T.Recorder.host
     monkeypatch.setattr(T.Recorder, "host", staticmethod(lambda row: (states.append(gc.isenabled()), record(row))[1]))
@@ -118,8 +165,6 @@ def test_a_second_train_call_compiles_no_kkt_program():
     """The KKT residual's jitted part takes the model function as a static argument: one function object per
     problem, so a second `train` with the same shapes finds it compiled (it was a bound method of a new recorder
     per call, and every call compiled it again)."""
-    from implicitbias.metrics.kkt import kkt_system
-
     data = _classification(n=6, d=10)
     run = lambda seed: train(TwoLayer(width=4), data, method=GD(lr=0.1), stop=Stop(max_steps=20), checkpoints=2,
                              seed=seed)
@@ -216,12 +261,7 @@ def test_gd_far_above_two_over_beta_reports_divergence_with_its_step():
 
 def test_gradient_flow_batch_goes_on_with_its_running_members_only_in_groups(monkeypatch):
     # members with a large init converge early; the rest go on as a batch of 2^k, with the same results
-    import importlib
-
-    from implicitbias.data import TeacherNeuron
-
-    train_module = importlib.import_module("implicitbias.training.train")
-
+    train_module = TRAIN_MODULE
     data = TeacherNeuron(d=3, scheme="centred").generate(seed=0)
     model = TwoLayer(width=12, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
     kwargs = dict(method=GradientFlow(solver="rkc", rtol=1e-6), stop=Stop(loss_tol=1e-6, max_time=300.0),

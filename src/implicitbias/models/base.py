@@ -5,13 +5,18 @@ a pytree `theta` (the trained parameters) plus a pytree `const` of fixed arrays 
 fixed outer layer of Frei's network); both come from `init(key, d, scale)`.  `apply(theta, const, x)`
 evaluates the network on one unbatched input, `predict` maps it over the rows of X with `vmap`.
 
-Numeric fields (a leaky slope, an outer scale) may be replaced by traced values with
-`model.replace(...)` so that a batch of runs differing in them trains in one vmapped call.
+A model class declares in `traced_fields` its numeric fields that may differ between the members of one
+compiled call (a leaky slope, the noise of an initialisation): runs that differ only in them (and in the run's
+own traced values: seed, init scale, the method's `traced_fields`) share one vmapped program, in which each
+member's value replaces the field through `model.replace(...)` as a traced array.  Every other field (a width,
+a depth, an activation) fixes the program.  The declaration is the only list of them: `RunSpec.static_key`,
+the batch of a compiled call (`implicitbias.training.batch.Batch`) and `recompute` read it.
 """
 
 from __future__ import annotations
 
 import abc
+from typing import ClassVar
 
 import jax
 
@@ -20,6 +25,13 @@ from implicitbias._spec import Spec
 
 class Model(Spec, abc.ABC):
     """Abstract model: see the module docstring."""
+
+    #: float fields whose values may differ between the members of one compiled call (traced, not static)
+    traced_fields: ClassVar[tuple[str, ...]] = ()
+
+    def traced_values(self) -> dict[str, float]:
+        """The values of the traced fields of this spec."""
+        return {name: getattr(self, name) for name in self.traced_fields}
 
     @abc.abstractmethod
     def init(self, key, d: int, scale):

@@ -3,7 +3,7 @@ diagonal linear networks (S6) and the single neuron (S9)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import jax
 import jax.numpy as jnp
@@ -153,6 +153,9 @@ class DiagonalLinear(Model):
 
 class SingleNeuron(Model):
     """f(x) = sigma(<w, x>) (S9); init w ~ N(0, scale^2 I)."""
+
+    #: the leaky slope may differ between the members of one compiled call
+    traced_fields: ClassVar[tuple[str, ...]] = ("gamma",)
 
     kind: Literal["single_neuron"] = "single_neuron"
     activation: Literal["relu", "leaky_relu", "smooth_leaky_relu", "identity"] = "relu"

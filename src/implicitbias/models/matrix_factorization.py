@@ -6,7 +6,7 @@ f(x) = <A, W> = trace(A^T W).  Completion uses A = e_p e_q^T.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +41,9 @@ class MatrixFactorization(Model):
     symmetric (depth 2 only): W = U U^T with one trained factor U = W1 (Gunasekar et al. 2017's PSD model), W1
     initialised like the first factor of the scheme (identity: U(0) = alpha I).
     """
+
+    #: the noise of the initialisation may differ between the members of one compiled call
+    traced_fields: ClassVar[tuple[str, ...]] = ("init_noise",)
 
     kind: Literal["matrix_factorization"] = "matrix_factorization"
     depth: int = pydantic.Field(2, ge=1)

@@ -10,7 +10,7 @@ w_j = lambda z_j, z_j ~ N(0, I_d/(d m)), a_j = s_j ||w_j||.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +33,9 @@ class TwoLayer(Model):
     init_scheme: gaussian (W_jk ~ N(0, scale^2)), glorot_uniform (U(-r, r), r = scale sqrt(6/(d+m));
         scale = 1 is Keras' default, scale = 1/50 Frei's "50x smaller"), balanced (S11, scale = lambda).
     """
+
+    #: the leaky slope may differ between the members of one compiled call
+    traced_fields: ClassVar[tuple[str, ...]] = ("gamma",)
 
     kind: Literal["two_layer"] = "two_layer"
     width: int = pydantic.Field(20, ge=1)

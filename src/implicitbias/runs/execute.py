@@ -1,30 +1,30 @@
 """Train a group of runs (one compiled, vmapped `train` call) and split the result per run.
 
 This is what a sweep task does on a worker: it needs only the run specs, so it can run in any
-process.  Each returned Dataset holds one run (`run` dimension of length 1), its spec as JSON in
-the attribute `spec` and its identity in `key`; the per-run hyper-parameters are not stored as
-coordinates (the spec is the one place that says what a run is).
+process.  The specs go down whole: `training.train.train_runs` reads the static part and the
+per-member values (`training.batch.Batch.of`) from them.  Each returned Dataset holds one run
+(`run` dimension of length 1), its spec as JSON in the attribute `spec` and its identity in `key`;
+the per-run hyper-parameters are not stored as coordinates (the spec is the one place that says
+what a run is).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Sequence
 
 import numpy as np
 import xarray as xr
 
-from implicitbias.data import Dataset, make_dataset
+from implicitbias.data import Dataset, data_spec, make_dataset
 from implicitbias.metrics.final import final_variables
 from implicitbias.runs.spec import RESULTS_FORMAT, RunSpec
+from implicitbias.training.train import train_runs
 
 
 @functools.lru_cache(maxsize=256)
 def _dataset(data_json: str, seed: int) -> Dataset:
-    import json
-
-    from implicitbias.data import data_spec
-
     return make_dataset(data_spec(json.loads(data_json)), seed)
 
 
@@ -35,7 +35,7 @@ def dataset_of(spec: RunSpec) -> Dataset:
 
 @functools.lru_cache(maxsize=256)
 def _svm(data_json: str, seed: int) -> np.ndarray:
-    from implicitbias.reference import max_margin_svm
+    from implicitbias.reference import max_margin_svm  # deferred on purpose: the reference solvers load scipy.optimize
 
     ds = _dataset(data_json, seed)
     return max_margin_svm(ds.X, ds.y).w
@@ -50,27 +50,14 @@ def reference_of(spec: RunSpec) -> np.ndarray | None:
 
 def train_group(runs: Sequence[RunSpec], progress: bool = False) -> list[xr.Dataset]:
     """Train runs that share a static part in one call; one Dataset per run, in order."""
-    from implicitbias.training.train import train
-
     first = runs[0]
     if any(r.static_key() != first.static_key() for r in runs):
         raise ValueError("train_group needs runs with one static part (see RunSpec.static_key)")
     data = [dataset_of(r) for r in runs]
     same_data = all(r.data_key() == first.data_key() for r in runs)
-    batch = {"seed": [r.seed for r in runs], "init_scale": [r.init_scale for r in runs]}
-    for name in first.method.traced_fields:
-        batch[name] = [getattr(r.method, name) for r in runs]
-    for name in first.traced_model_fields():
-        values = [getattr(r.model, name) for r in runs]
-        if len(set(values)) > 1:
-            batch[f"model.{name}"] = values
     refs = [reference_of(r) for r in runs]
     reference = None if refs[0] is None else np.stack(refs)
-    ds = train(
-        first.model, data[0] if same_data else data,
-        first.loss, first.method, stop=first.stop, batch=batch, checkpoints=first.checkpoints,
-        reference=reference, kkt=first.kkt, keep_trajectory=first.keep_trajectory, progress=progress,
-    )
+    ds = train_runs(runs, data[0] if same_data else data, reference=reference, progress=progress)
     if reference is not None:
         ds["reference"] = (("run", "reference_0"), reference)
     wall = float(ds.attrs.get("wall_time_s", 0.0)) / len(runs)

@@ -7,9 +7,11 @@ config (or a change of what a run means, which bumps `RESULTS_FORMAT`) never reu
 
 Like an equinox module that separates its static fields from its arrays, a spec splits into a
 *static* part (shapes, model structure, method kind, stopping rule, ...) that fixes the compiled
-program, and *traced* values (init seed and scale, learning rate, numeric model fields, data seed)
-that can vary inside one vmapped call.  `group_runs` splits a list of runs into compiled calls by
-their static part.
+program, and *traced* values that can vary inside one vmapped call.  The traced fields are declared once,
+on the spec types: `RunSpec.traced_fields` (init seed and scale, data seed), `Method.traced_fields` (the
+learning rate) and `Model.traced_fields` (a leaky slope); `static_key` leaves them out, and the batch of a
+compiled call (`implicitbias.training.batch.Batch.of`) reads them.  `group_runs` splits a list of runs into
+compiled calls by their static part.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import pydantic
 
@@ -50,6 +52,11 @@ def check_checkpoint_count(value):
 class RunSpec(Spec):
     """Everything that determines one run, plus two labels (`part`, `trial`) that say where the run
     sits in its experiment.  `seed` seeds the initialisation, `data_seed` the data draw."""
+
+    #: run fields whose values may differ between the members of one compiled call
+    traced_fields: ClassVar[tuple[str, ...]] = ("seed", "init_scale", "data_seed")
+    #: fields that only say where the run sits in its experiment: they never fix the compiled program
+    label_fields: ClassVar[tuple[str, ...]] = ("part", "trial")
 
     model: AnyModel
     data: AnyData
@@ -102,16 +109,17 @@ class RunSpec(Spec):
 
     # -- static / traced ------------------------------------------------------------------------------
     def traced_model_fields(self) -> tuple[str, ...]:
-        """The model's numeric (float) fields: they can differ between members of one compiled call."""
-        return tuple(name for name, field in type(self.model).model_fields.items()
-                     if field.annotation is float and isinstance(getattr(self.model, name), float))
+        """The model's traced fields (`Model.traced_fields`): they can differ between members of one compiled
+        call."""
+        return self.model.traced_fields
 
     def static_key(self) -> str:
-        """What fixes the compiled program: runs with equal static keys can share one vmapped call."""
+        """What fixes the compiled program: runs with equal static keys can share one vmapped call.  It is the
+        spec without its traced fields (its own, the model's and the method's) and its labels."""
         dump = self.model_dump(mode="json")
-        for name in ("seed", "init_scale", "data_seed", "trial", "part"):
+        for name in (*self.traced_fields, *self.label_fields):
             dump.pop(name)
-        for name in self.traced_model_fields():
+        for name in self.model.traced_fields:
             dump["model"].pop(name)
         for name in self.method.traced_fields:
             dump["method"].pop(name)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import fcntl
 import os
 import socket
 import time
@@ -36,8 +37,6 @@ def directory_lock(directory: str | os.PathLike, say: Callable[[str], None] = pr
                    poll_s: float = 0.5) -> Iterator[None]:
     """Hold `DIR/.lock` for the block; when another process holds it, say so once (naming the directory and
     the holder) and wait until it is released.  Where file locks are not supported, the block runs unlocked."""
-    import fcntl
-
     directory = Path(directory)
     path = directory / LOCK_NAME
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -2,7 +2,8 @@
 
 `recompute(ds, spec, data)` evaluates the same `Recorder` on the parameters stored for one run (the
 final ones, or those of every checkpoint when the run kept its trajectory), with the model, loss and
-hyper-parameters read from its `RunSpec`, and returns the metrics shaped like the stored ones:
+hyper-parameters read from its `RunSpec` (the per-member values through the same declaration as training:
+`Batch.of([spec])`), and returns the metrics shaped like the stored ones:
 {name: (1,) at the last checkpoint, or (1, checkpoint) with a trajectory}.  Final host metrics
 (`implicitbias.metrics.final`) are recomputed too.
 """
@@ -17,6 +18,7 @@ import numpy as np
 import xarray as xr
 
 from implicitbias.metrics.final import final_metrics_of
+from implicitbias.training.batch import Batch
 from implicitbias.training.problem import Problem
 from implicitbias.training.recorder import Recorder
 
@@ -32,9 +34,8 @@ def recompute(ds: xr.Dataset, spec, data) -> dict[str, np.ndarray]:
     problem = Problem(spec.model, spec.loss)
     reference = ds["reference"].values[0] if "reference" in ds else None
     recorder = Recorder(problem, spec.loss.is_classification, data.X_test is not None, reference is not None)
-    hp = {"seed": jnp.asarray(spec.seed), "init_scale": jnp.asarray(spec.init_scale)}
-    for name, value in spec.method.traced_values().items():
-        hp[name] = jnp.asarray(value)
+    batch = Batch.of([spec])  # one member: every model field keeps the spec's own (static) value
+    hp = jax.tree_util.tree_map(jnp.asarray, batch.member(0))
     X, y = jnp.asarray(data.X), jnp.asarray(data.y)
     Xt, yt = (jnp.asarray(data.X_test), jnp.asarray(data.y_test)) if data.X_test is not None else (X, y)
     ref = jnp.zeros(()) if reference is None else jnp.asarray(reference)
@@ -51,8 +52,7 @@ def recompute(ds: xr.Dataset, spec, data) -> dict[str, np.ndarray]:
     out = {k: np.asarray(v)[None, :] if traj else np.asarray(v) for k, v in rows.items()}
     if "kkt_stationarity" in ds and not traj:
         last = {k: np.asarray(v) for k, v in theta.items()}
-        hp_np = {"seed": np.asarray([spec.seed])}
         const_np = {k: np.asarray(v)[None] for k, v in const.items()}
-        out.update(recorder.kkt_host(hp_np, last, const_np, np.asarray(data.X), np.asarray(data.y)))
+        out.update(recorder.kkt_host(batch, last, const_np, np.asarray(data.X), np.asarray(data.y)))
     out.update(final_metrics_of(spec, ds, data))
     return out

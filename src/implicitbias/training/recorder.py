@@ -36,6 +36,7 @@ from implicitbias.metrics.layer_alignment import layer_alignment_host
 from implicitbias.metrics.spectral import spectral_summary
 from implicitbias.models.linear import DeepLinear
 from implicitbias.models.two_layer import TwoLayer
+from implicitbias.training.batch import Batch
 from implicitbias.training.problem import Problem, tree_norm
 
 
@@ -127,21 +128,23 @@ class Recorder:
                 "unit_distance_to_reference": M.unit_distance(z, reference)}
 
     # -- KKT residual (host) -----------------------------------------------------------------------
-    def kkt_host(self, hp, theta, const, X, y) -> dict:
+    def kkt_host(self, batch: Batch, theta, const, X, y) -> dict:
+        """The KKT residual (S10) of every member of `batch` at parameters `theta` (leading axis: the members);
+        empty for a model that is not homogeneous or a loss that is not a classification loss."""
         with _one_blas_thread():
-            return self._kkt_host(hp, theta, const, X, y)
+            return self._kkt_host(batch, theta, const, X, y)
 
-    def _kkt_host(self, hp, theta, const, X, y) -> dict:
+    def _kkt_host(self, batch: Batch, theta, const, X, y) -> dict:
         model = self.problem.model
         if not self.classification or model.homogeneity is None or self.problem.loss.task != "classification":
             return {}
         theta, const = jax.device_get(theta), jax.device_get(const)
-        n_runs = len(hp["seed"])
+        n_runs = batch.size
         X, y = np.asarray(X), np.asarray(y)
         stat, comp = np.full(n_runs, np.nan), np.full(n_runs, np.nan)
         for r in range(n_runs):
             take = lambda tree, r=r: jax.tree_util.tree_map(lambda a: a[r], tree)
-            mparams = {"model": {k: v[r] for k, v in hp.get("model", {}).items()}}
+            mparams = {"model": {k: v[r] for k, v in batch.model.items()}}
             Xr, yr = (X[r], y[r]) if X.ndim == 3 else (X, y)
             res = M.kkt_residual(_model_output(self.problem), take(theta), Xr, yr, model.homogeneity,
                                  args=(take(const), mparams))

@@ -5,6 +5,9 @@
 
 returns an `xarray.Dataset` with every metric over (run, checkpoint), the final parameters of
 every run and the configuration in its attributes (see `implicitbias.training.dataset`).
+
+`train_runs(runs, data)` trains a group of run specs that share a static part (`RunSpec.static_key`) in one
+call: the batch of per-member values is read from the specs' own fields (`training.batch.Batch.of`).
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from implicitbias._spec import ConfigError
 from implicitbias.losses import Loss
 from implicitbias.models.base import Model
-from implicitbias.training.batch import build_batch
+from implicitbias.training.batch import Batch, Run
 from implicitbias.training.dataset import to_dataset
 from implicitbias.training.methods import GD, Method
 from implicitbias.training.problem import Problem
@@ -121,7 +125,7 @@ def train(
     stop: Stop | None = None,
     seed: int = 0,
     init_scale: float = 1.0,
-    batch: Mapping[str, Sequence[Any]] | None = None,
+    batch: Batch | Mapping[str, Sequence[Any]] | None = None,
     theta0=None,
     checkpoints: int | Sequence[float] = 30,
     reference: np.ndarray | None = None,
@@ -136,7 +140,8 @@ def train(
     model, loss, method, stop: specs (see `implicitbias.models`, `.losses`, `.training.methods`).
     data: a `Dataset`, or a sequence of same-shaped Datasets, one per member of the batch.
     batch: batched hyper-parameters, zipped: keys `seed`, `init_scale`, the method's traced fields (`lr` of
-        the discrete methods) and `model.<field>` for numeric model fields; every list has one entry per run.
+        the discrete methods) and `model.<field>` for the model's traced fields (`Model.traced_fields`); every
+        list has one entry per run.  Or a `Batch` (then `seed` and `init_scale` are not read).
     theta0: explicit initial parameters (the same for every run), overriding the model's init.
     checkpoints: number of log-spaced checkpoints, or the list of steps (times for gradient flow).
     reference: a vector (or one per run, shape (runs, d)) against which the model's linear predictor
@@ -154,7 +159,11 @@ def train(
     stop = stop or Stop()
     datasets = list(data) if isinstance(data, Sequence) else [data]
     validate_inputs(model, datasets, loss, method, stop)
-    hp, overrides = build_batch(model, method, seed, init_scale, batch, n_data=len(datasets))
+    if not isinstance(batch, Batch):
+        batch = Batch.from_lists(model, method, seed, init_scale, batch, n_data=len(datasets))
+    elif len(datasets) not in (1, batch.size):
+        raise ConfigError(f"{len(datasets)} data sets for a batch of {batch.size} runs: give one, or one per run")
+    hp, overrides = batch.hp(), batch.model_overrides
     grid = method.checkpoint_grid(checkpoints, stop)
     batched = len(datasets) > 1
     stack = (lambda a: jnp.asarray(np.stack(a))) if batched else (lambda a: jnp.asarray(a[0]))
@@ -182,7 +191,7 @@ def train(
             carry = active.advance(advance, carry, target)
             rows.append(recorder.host(jax.device_get(record(hp_j, carry["theta"], const, X, y, Xt, yt, ref))))
             rows[-1] = {**rows[-1], **method.clock_readings(carry, hp)}
-            kkt_rows.append(recorder.kkt_host(hp, carry["theta"], const, X, y) if kkt else {})
+            kkt_rows.append(recorder.kkt_host(batch, carry["theta"], const, X, y) if kkt else {})
             ticks.append(target)
             if first_checkpoint is None:
                 first_checkpoint = _time.perf_counter() - entered
@@ -213,6 +222,18 @@ def train(
         config=config or {"model": model.model_dump(), "loss": loss.model_dump(),
                           "method": method.model_dump(), "stop": stop.model_dump()},
     )
+
+
+def train_runs(runs: Sequence[Run], data, *, reference: np.ndarray | None = None, progress: bool = False):
+    """Train a group of runs that share a static part (`RunSpec.static_key`) in one compiled call.
+
+    The runs' static part (model structure, loss, method, stopping rule, checkpoints, what is recorded) is read
+    from the first run, the per-member values from every run's typed fields (`Batch.of`).  data: one
+    `Dataset` for all, or one per run; reference: as in `train`.  Returns `train`'s Dataset, one run per spec."""
+    first = runs[0]
+    return train(first.model, data, first.loss, first.method, stop=first.stop, batch=Batch.of(runs),
+                 checkpoints=first.checkpoints, reference=reference, kkt=first.kkt,
+                 keep_trajectory=first.keep_trajectory, progress=progress)
 
 
 class _GcPause:

@@ -73,7 +73,7 @@ class GradientFlow(Method):
         return _checkpoints.time_grid(checkpoints, stop.max_time, self.dt0)
 
     def stepper(self, problem, stop, n: int):
-        from implicitbias.training.flow import make_flow
+        from implicitbias.training.flow import make_flow  # deferred on purpose: diffrax (~1 s) only for a flow
 
         return make_flow(problem, self, stop)
 

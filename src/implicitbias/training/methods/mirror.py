@@ -62,7 +62,7 @@ class Lp(Spec):
 
     def reference(self):
         """The same potential for the reference solvers (`implicitbias.reference.LpPotential`)."""
-        from implicitbias.reference import LpPotential
+        from implicitbias.reference import LpPotential  # deferred on purpose: the reference solvers load scipy.optimize
 
         return LpPotential(self.p)
 
@@ -110,7 +110,7 @@ class HyperbolicEntropy(Spec):
 
     def reference(self):
         """The same potential for the reference solvers (`implicitbias.reference.HyperbolicPotential`)."""
-        from implicitbias.reference import HyperbolicPotential
+        from implicitbias.reference import HyperbolicPotential  # deferred on purpose: loads scipy.optimize
 
         return HyperbolicPotential(self.beta)
 
