@@ -60,6 +60,7 @@ class LineFit:
 
     @property
     def dof(self) -> int:
+        """Residual degrees of freedom: n - groups - 1."""
         return self.n - self.groups - 1
 
     def interval(self, level: float = 0.95) -> tuple[float, float]:
@@ -252,6 +253,8 @@ class Limit:
         return clip(lower), clip(upper)
 
     def describe(self) -> str:
+        """The fit in words: last value, y_inf with its standard error, the interval holding the limit, and why
+        the run is not converged in the fitted form, when it is not."""
         if not math.isfinite(self.y_inf):
             return "fewer than 2 checkpoints to fit"
         lower, upper = self.bracket()

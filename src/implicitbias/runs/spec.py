@@ -85,6 +85,7 @@ class RunSpec(Spec):
         return self
 
     def checkpoint_grid(self):
+        """The steps (or times) at which the run records (`Method.checkpoint_grid`)."""
         return self.method.checkpoint_grid(self.checkpoints, self.stop)
 
     # -- identity -----------------------------------------------------------------------------------
@@ -101,10 +102,12 @@ class RunSpec(Spec):
         return _digest({"data": self.data.model_dump(mode="json"), "seed": self.data_seed})
 
     def to_json(self) -> str:
+        """The spec as JSON (sorted keys), as stored in a run file's attribute `spec`."""
         return json.dumps(self.model_dump(mode="json"), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> RunSpec:
+        """The spec stored by `to_json` (validated again)."""
         return cls(**json.loads(text))
 
     # -- static / traced ------------------------------------------------------------------------------

@@ -58,12 +58,17 @@ LAYER = "layer:"
 
 @dataclass(frozen=True)
 class Recorder:
+    """What one run records at a checkpoint (see the module docstring): `record` traced, `host` and `kkt_host` on
+    the host.  problem: the model and loss; classification, has_test, has_reference: which metrics apply."""
+
     problem: Problem
     classification: bool
     has_test: bool
     has_reference: bool
 
     def record(self, hp, theta, const, X, y, Xt, yt, reference=None) -> dict:
+        """The metrics of one member at parameters `theta` (traced; matrices under `MATRIX`/`LAYER` keys for
+        `host`)."""
         model = self.problem.member_model(hp)
         loss = self.problem.loss
         pred = model.predict(theta, const, X)
@@ -123,6 +128,7 @@ class Recorder:
         return out
 
     def with_reference(self, hp, theta, const, reference) -> dict:
+        """The cosine and unit distance between the member's linear predictor and the reference direction."""
         z = self.problem.member_model(hp).linear_predictor(theta, const)
         return {"cosine_to_reference": M.cosine(z, reference),
                 "unit_distance_to_reference": M.unit_distance(z, reference)}

@@ -113,6 +113,7 @@ def _float64(tree):
 
 
 def default_loss(data) -> Loss:
+    """The logistic loss for a classification data set, the square loss otherwise."""
     return Loss(name="logistic" if data.task == "classification" else "square")
 
 

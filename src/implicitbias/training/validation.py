@@ -8,6 +8,8 @@ LOSSES_OF_TASK = {"classification": "logistic or exponential", "regression": "sq
 
 
 def validate_inputs(model, datasets, loss, method, stop) -> None:
+    """Raise ConfigError, naming the field, for data sets that are invalid, of another task than the loss, of
+    different shapes, or that the method refuses (`Method.check_data`)."""
     for k, ds in enumerate(datasets):
         where = "data" if len(datasets) == 1 else f"data[{k}]"
         try:
