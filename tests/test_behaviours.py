@@ -132,9 +132,14 @@ def _tiny_linear_regression(gd: dict | None = None, sgd: dict | None = None, par
 
 
 def _run(experiment, config, out):
-    from implicitbias.experiments.runner import run_experiment
+    """The experiment with this config, through the pipeline: its results and the record of the call."""
+    import dataclasses
 
-    return run_experiment(experiment, config, out, workers=0, log=lambda line: None)
+    import implicitbias
+
+    results = implicitbias.run(dataclasses.replace(experiment, config=config, quick={}), out=out, workers=0,
+                               progress=False, log=lambda line: None)
+    return results, results.record
 
 
 def _by_key(results) -> dict:

@@ -139,7 +139,7 @@ def test_report_rebuilds_from_results_without_training(quick_runs, tmp_path_fact
 @pytest.mark.xdist_group("frei2023-fig1")
 def test_ctrl_c_while_writing_the_outputs_exits_130_and_keeps_the_runs(quick_runs, tmp_path_factory, monkeypatch,
                                                                        capsys):
-    import implicitbias.experiments.outputs as outputs
+    import implicitbias.pipeline.api as outputs
 
     code, out = _run_quick("frei2023-fig1", quick_runs, tmp_path_factory)
     assert code == 0

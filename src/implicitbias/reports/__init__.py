@@ -1,6 +1,5 @@
 """Reports: figures (matplotlib, Agg), the self-contained `report.html`, an index of runs, the terminal summary.
 
-plotting: `new_figure`, `save_figure`, `metric_curves`, `final_vs` and the house style.
 html: `write_report` writes `report.html` (headline and verdict counts, figures embedded, checks by theorem,
     config in full).
 index: `write_index` writes `index.html` listing every run directory under a root.
@@ -20,29 +19,15 @@ from implicitbias.reports.browser import (
 from implicitbias.reports.html import write_report
 from implicitbias.reports.index import find_runs, write_index
 from implicitbias.reports.page import tally, tally_line
-from implicitbias.reports.plotting import (
-    final_values,
-    final_vs,
-    metric_curves,
-    metric_label,
-    new_figure,
-    save_figure,
-)
 from implicitbias.reports.terminal import summarize
 
 __all__ = [
     "BrowserError",
-    "final_values",
-    "final_vs",
     "find_chromium",
     "find_runs",
     "layout_probe",
-    "metric_curves",
-    "metric_label",
     "missing_targets",
-    "new_figure",
     "render_check",
-    "save_figure",
     "screenshot",
     "summarize",
     "tally",
