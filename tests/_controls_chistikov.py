@@ -20,7 +20,6 @@ contradicting the lemma (`WrongReference`).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 
 import numpy as np
@@ -29,8 +28,9 @@ from _controls import Control
 from implicitbias.data import ChistikovFamily, TeacherNeuron
 from implicitbias.metrics.neurons import max_angle_pair
 from implicitbias.reference import min_norm_relu_interpolator
+from implicitbias.reference.memo import array_key, memoized
 from implicitbias.theorems.base import RunContext
-from implicitbias.theorems.chistikov import ChistikovTheorem8
+from implicitbias.theorems.chistikov_min_norm import ChistikovTheorem8
 from test_negative_controls_chistikov import LAMS, _context, _orthogonal_cell
 
 #: a plateau above the cells' stopping rule 1e-10: the loss of a run that stalls
@@ -147,7 +147,7 @@ def t7_dead_weight():
     """A neuron carrying weight 1/4 that is inactive on every input (it grew, then left): the output is the
     teacher's, the angles and the loss are the nominal ones, but ||theta||^2 = 2 (1 + 1/4) and
     ||W||_* = sqrt(5/4) (W is rank 1: the dead neuron lies along -v*). The old rank-1 bound passed it (it forgave
-    all the weight outside the bundle: gaps 0.25 <= 0.507 and 0.118 <= 0.757); `chistikov.rank_one_bound` no
+    all the weight outside the bundle: gaps 0.25 <= 0.507 and 0.118 <= 0.757); `chistikov_common.rank_one_bound` no
     longer forgives inactive neurons that carry weight."""
     return _teacher(lambda ds, t, lam: _network(ds, _spread(t, lam), extra=[_dead(ds, 0.25)]))
 
@@ -199,11 +199,15 @@ def _family(family, network=None, wrong=None):
     return ctx
 
 
-@functools.cache
 def _min_norm_network(family):
+    """(W, a) of the convex program's minimum-norm interpolator of the family's data (solved once: `reference.memo`)."""
     ds = ChistikovFamily(family=family, d=3).generate(0)
-    res = min_norm_relu_interpolator(ds.X, ds.y)
-    return res.W, res.a
+
+    def solve():
+        res = min_norm_relu_interpolator(ds.X, ds.y)
+        return res.W, res.a
+
+    return memoized("min_norm_relu_network", array_key(ds.X, ds.y), {}, solve)
 
 
 def t8_gf_at_the_minimum_norm():

@@ -12,7 +12,7 @@ from implicitbias.losses import Loss
 from implicitbias.metrics.census import ALIGNED, DIMS, INACTIVE, UNALIGNED, angle_exponents, neuron_census, stored_census
 from implicitbias.models import TwoLayer
 from implicitbias.runs import RunSpec
-from implicitbias.runs.execute import train_group
+from implicitbias.runs.execute import dataset_of, train_group
 from implicitbias.runs.spec import RESULTS_FORMAT, _digest
 from implicitbias.storage.datasets import data_from_xarray, data_to_xarray
 from implicitbias.storage.files import load, save
@@ -80,8 +80,6 @@ def trained():
 
 def test_census_is_reproducible_from_the_stored_parameters_and_data(trained, tmp_path):
     spec, ds = trained
-    from implicitbias.runs.execute import dataset_of
-
     path = save(ds, tmp_path / "run.nc")
     stored = load(path)
     data = data_from_xarray(data_to_xarray(dataset_of(spec), spec))  # the data as stored beside the run
@@ -95,8 +93,6 @@ def test_census_is_reproducible_from_the_stored_parameters_and_data(trained, tmp
 
 def test_census_theorem_splits_trials_by_the_pi4_condition(trained):
     spec, ds = trained
-    from implicitbias.runs.execute import dataset_of
-
     ctx = RunContext(runs=[spec], results=ds, data=[dataset_of(spec)])
     angle = float(ds["census.data_max_angle"].values[0])
     within, beyond = CensusTheorem7(subset="within").check(ctx), CensusTheorem7(subset="beyond").check(ctx)

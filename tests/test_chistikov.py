@@ -12,15 +12,17 @@ from implicitbias.data.families import xi_bound
 from implicitbias.losses import Loss
 from implicitbias.metrics.plateau import plateau_exit_time
 from implicitbias.models import TwoLayer
+from implicitbias.reference import memo
 from implicitbias.runs import RunSpec
-from implicitbias.theorems.base import RunContext
-from implicitbias.theorems.chistikov import (
-    ChistikovTheorem7,
-    ChistikovTheorem8,
-    chistikov_reference,
-)
+from implicitbias.theorems.base import RunContext, Theorem
+from implicitbias.theorems.boursier import BoursierOrthogonal
+from implicitbias.theorems.census import CensusTheorem7
+from implicitbias.theorems.chistikov import ChistikovTheorem7
+from implicitbias.theorems.chistikov_min_norm import ChistikovTheorem8, chistikov_reference
 from implicitbias.training import GD, Stop
 from implicitbias.training.methods import GradientFlow
+from implicitbias.training.train import train
+from test_negative_controls_chistikov import _bundle, _context, _teacher_cell
 
 NET = TwoLayer(width=20, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
 #: Theorem 7 read as in the paper's experiments (angles up to pi/2, the redraw rule of TeacherNeuron)
@@ -45,6 +47,36 @@ def test_family_m_positive_has_m_above_zero_and_a_smaller_min_norm(d):
     assert not ref["z_holds"] and ref["M"] > 0
     assert ref["min_norm"] < 2.0 * (1 - 1e-5)
     assert ds.info["M_sign"] == 1 and ds.X_test.shape == (64, d)
+
+
+def test_reference_numbers_are_solved_once_per_data_set():
+    """M and the convex minimum norm come from the one memo of reference solutions (`reference.memo`): a second
+    call on the same data solves nothing, another seed of M is another reference."""
+    ds = ChistikovFamily(family="m_negative", d=3).generate(0)
+    memo.clear_memory()
+    before = memo.solves()
+    first = chistikov_reference(ds.X, ds.info["v_star"], ds.y)
+    again = chistikov_reference(ds.X.copy(), ds.info["v_star"], ds.y)
+    after = memo.solves()
+    assert first == again
+    assert after.get("chistikov_M", 0) - before.get("chistikov_M", 0) == 1
+    assert after.get("min_norm_relu_interpolator", 0) - before.get("min_norm_relu_interpolator", 0) == 1
+    chistikov_reference(ds.X, ds.info["v_star"], ds.y, seed=1)
+    assert memo.solves()["chistikov_M"] - after["chistikov_M"] == 1
+
+
+@pytest.mark.parametrize("cls", [ChistikovTheorem7, ChistikovTheorem8, BoursierOrthogonal, CensusTheorem7])
+def test_theorems_are_declarations(cls):
+    """Every assumption and prediction is a declared method with its source; none of the classes evaluates them
+    itself (the base class's assumptions / predictions / check do)."""
+    kinds = [d.kind for d in cls.declarations()]
+    assert kinds == sorted(kinds) and "assumption" in kinds and "prediction" in kinds  # assumptions first
+    assert all(d.source.strip() and d.statement.strip() for d in cls.declarations())
+    for name in ("assumptions", "predictions", "check"):
+        assert getattr(cls, name) is getattr(Theorem, name)
+    fields = set(cls.model_fields)
+    for d in cls.declarations():
+        assert {f.strip() for f in d.threshold.split(",") if f.strip()} <= fields, d
 
 
 def test_family_config_validation_and_training_set_does_not_depend_on_seed():
@@ -126,8 +158,6 @@ def _outcomes(verdicts):
 
 def test_theorem7_unmet_assumptions_put_predictions_outside_scope():
     """The predictions themselves have their negative controls in test_negative_controls_chistikov.py."""
-    from test_negative_controls_chistikov import _teacher_cell
-
     bad = _teacher_cell(angle=lambda x: 0.01)  # a flat angle: the rate prediction fails
     assert any(v.outcome == "fails" for v in T7_EXTENDED.check(bad))
     # a model without the balanced init: assumption fails, predictions become outside_scope
@@ -155,8 +185,6 @@ def test_theorem7_balancedness_bound_for_gd_scales_with_lr_and_initial_loss():
 
 # -- one small real training ------------------------------------------------------------------------------
 def test_gradient_flow_small_teacher_neuron_run():
-    from implicitbias.training.train import train
-
     data = TeacherNeuron(d=4).generate(0)
     lams = [4.0**-2, 4.0**-4, 4.0**-6]
     method = GradientFlow(solver="tsit5")
@@ -176,8 +204,6 @@ def test_gradient_flow_small_teacher_neuron_run():
 
 
 def test_theorem8_learned_norm_is_outside_scope_beyond_the_proofs_angle():
-    from test_negative_controls_chistikov import _bundle, _context
-
     spec = TeacherNeuron(d=3)
     data = [spec.generate(2000)]  # largest angle between v* and an x_i ~ 1.5 rad > pi/4
     lams = [4.0**-4, 4.0**-6]

@@ -16,12 +16,15 @@ import xarray as xr
 
 from implicitbias.data import ChistikovFamily, Orthogonal, TeacherNeuron
 from implicitbias.losses import Loss
+from implicitbias.metrics.neurons import max_angle_pair, weighted_max_angle
 from implicitbias.models import TwoLayer
 from implicitbias.reference import orthogonal_min_norm
 from implicitbias.runs import RunSpec
-from implicitbias.theorems import chistikov
+from implicitbias.theorems import chistikov_common
 from implicitbias.theorems.base import RunContext
-from implicitbias.theorems.chistikov import BoursierOrthogonal, ChistikovTheorem7, ChistikovTheorem8
+from implicitbias.theorems.boursier import BoursierOrthogonal
+from implicitbias.theorems.chistikov import ChistikovTheorem7
+from implicitbias.theorems.chistikov_min_norm import ChistikovTheorem8
 from implicitbias.theorems.two_layer_bounds import linearised_rate
 from implicitbias.training import Stop
 from implicitbias.training.methods import GradientFlow
@@ -74,7 +77,7 @@ def _context(params, data, data_spec, lams, trials, *, decay="linear", bal=1e-9,
     if param_norm is not None:
         theta_sq = np.asarray(param_norm, float) ** 2
     nuclear = np.array([np.linalg.svd(W, compute_uv=False).sum() for W in Ws])
-    angles = np.array([chistikov.weighted_max_angles(
+    angles = np.array([chistikov_common.weighted_max_angles(
         xr.Dataset({"theta.W": (("run", "i", "j"), W[None]), "theta.a": (("run", "k"), a[None])}), [data[t]])[0]
         for (t, _), W, a in zip(runs, Ws, As)])
 
@@ -145,7 +148,7 @@ def test_theorem7_limit_norms_fail_with_a_neuron_of_the_wrong_sign_along_v_star(
     """A negative-sign neuron of weight 0.1 along v*, active, cancelled by 0.1 more weight in the bundle: the
     output is the teacher's (loss and angles as in the nominal cell), but ||theta||^2 = 2 (1 + 0.2) and
     ||W||_* = sqrt(1.2). The rank-1 bound assumes the bundle's neurons positive; it must not forgive them."""
-    from _controls_chistikov import _network, _spread, _teacher
+    from _controls_chistikov import _network, _spread, _teacher  # in here: _controls_chistikov imports this module
 
     v = lambda ds: ds.info["v_star"] / np.linalg.norm(ds.info["v_star"])  # noqa: E731
     out = T7.check(_teacher(lambda ds, t, lam: _network(ds, _spread(t, lam), extra=[(v(ds), 0.1, -1.0)])))
@@ -206,8 +209,6 @@ def test_the_neuron_that_sets_the_max_angle_is_named_with_its_weight_share():
     """`max_angle_pair`: a bundle along e_1 plus one active neuron opposite-ish to it.  Tiny, it sets the
     angle with a share ~1e-12 (what the report says for Figure 1's failing centred cells); the same neuron
     made heavy (the negative control) gets a share of order one."""
-    from implicitbias.metrics.neurons import max_angle_pair, weighted_max_angle
-
     X = np.array([[1.0, 0.2, 0.0], [1.0, -0.2, 0.1], [0.3, 1.0, 0.0]])
     W = np.array([[1.0, 0.0, 0.0], [0.9, 0.01, 0.0], [-0.2, 1.0, 0.0]])
     for size, low, high in ((1e-12, 0.0, 1e-10), (1.0, 0.2, 1.0)):

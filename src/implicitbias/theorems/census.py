@@ -28,14 +28,9 @@ import numpy as np
 import pydantic
 
 from implicitbias.metrics.census import STUCK_EXPONENT, UNALIGNED, angle_exponents, stored_census
-from implicitbias.theorems.base import Theorem, Verdict, compare
-from implicitbias.theorems.chistikov import method_verdict, relu_net_verdict, run_lambdas
+from implicitbias.theorems.base import Theorem, Verdict, assumption, compare, prediction
+from implicitbias.theorems.chistikov_common import fmt_lambda, method_verdict, relu_net_verdict, run_lambdas
 from implicitbias.theorems.fitting import flag
-
-
-def _fmt_lambda(lam: float) -> str:
-    k = math.log(lam) / math.log(4.0)
-    return f"4^{k:.0f}" if abs(k - round(k)) < 1e-9 else f"{lam:.3g}"
 
 
 class CensusTheorem7(Theorem):
@@ -57,6 +52,7 @@ class CensusTheorem7(Theorem):
 
     @property
     def title(self) -> str:
+        """The theorem named in this object's verdicts."""
         return f"Chistikov et al. 2023, Theorem 7 on the census (data angles {self.subset} pi/4)"
 
     def _members(self, run) -> list[int]:
@@ -71,54 +67,101 @@ class CensusTheorem7(Theorem):
         return np.array([float(stored_census(run.results, run.runs[r], run.data[r], r)["census.data_max_angle"])
                          for r in range(run.n_runs)])
 
-    def assumptions(self, run) -> list[Verdict]:
-        trials = {spec.trial for spec in run.runs}
-        members = self._members(run)
-        kept = sorted({run.runs[r].trial for r in members})
-        meet = len(kept) if self.subset == "within" else len(trials) - len(kept)
-        note = (f"{meet} of {len(trials)} trials have every angle between v* and an x_i < "
+    # -- assumptions ----------------------------------------------------------------------------------------
+    @assumption("every angle between v* and an x_i below max_data_angle (the proofs' bound)",
+                threshold="max_data_angle",
+                source="Chistikov et al. 2023: the proofs assume pi/4 (Sec. 9); here it selects the trials of the "
+                       "subset, so it holds on 'within' and fails on 'beyond' by construction")
+    def data_angles(self, run) -> Verdict:
+        """How many trials meet the angle bound; the subset's trials are those that meet (or violate) it."""
+        all_trials = {spec.trial for spec in run.runs}
+        kept = sorted({run.runs[r].trial for r in self._members(run)})
+        meet = len(kept) if self.subset == "within" else len(all_trials) - len(kept)
+        note = (f"{meet} of {len(all_trials)} trials have every angle between v* and an x_i < "
                 f"{self.max_data_angle:.4g} rad; checked here: the {len(kept)} trials whose data "
                 + ("meet it" if self.subset == "within" else "violate it"))
         ok = None if not kept else self.subset == "within"
-        return [flag(self.title, "assumption", f"every angle between v* and an x_i < {self.max_data_angle:.4g} rad "
-                     "(the proofs' bound)", ok, note, measured=float(len(kept))),
-                relu_net_verdict(self.title, run, balanced=True), method_verdict(self.title, run)]
+        return flag(self.title, "assumption", f"every angle between v* and an x_i < {self.max_data_angle:.4g} rad "
+                    "(the proofs' bound)", ok, note, measured=float(len(kept)))
 
-    def predictions(self, run) -> list[Verdict]:
+    @assumption("ReLU network, both layers trained, no bias, balanced init",
+                source="Chistikov et al. 2023, Sec. 2 (the network and its balanced initialisation)")
+    def relu_network(self, run) -> Verdict:
+        """The model is the paper's network from its balanced init."""
+        return relu_net_verdict(self.title, run, balanced=True)
+
+    @assumption("trained by gradient flow", source="Chistikov et al. 2023, Theorems 6 and 7 (gradient flow)")
+    def gradient_flow(self, run) -> Verdict:
+        """The method is gradient flow (GD: not evaluated)."""
+        return method_verdict(self.title, run)
+
+    # -- predictions ----------------------------------------------------------------------------------------
+    def _summary(self, run) -> dict | None:
+        """The census of the subset's runs, computed once per context and subset (None: no run in the subset)."""
+        return run.once(f"census.summary/{self.subset}/{self.max_data_angle!r}", lambda: self._summarise(run))
+
+    def _summarise(self, run) -> dict | None:
         members = self._members(run)
         if not members:
-            return [flag(self.title, "prediction", "the census of the trials in this subset", None,
-                         "no trial of this cell falls in the subset")]
+            return None
         census = [stored_census(run.results, spec, run.data[r], r) for r, spec in enumerate(run.runs)]
         exponents = angle_exponents(run.runs, census)
         lam = run_lambdas(run)[members]
         census, exponents = [census[r] for r in members], [exponents[r] for r in members]
-        share = np.array([float(c["census.unaligned_share"]) for c in census])
         unaligned = [c["census.class"] == UNALIGNED for c in census]
         kinds = {k: np.array([int(c[f"census.{k}"]) > 0 for c in census])
                  for k in ("unaligned", "unaligned_negative", "unaligned_positive")}
-        stuck = np.array([bool(np.any(p[u] < STUCK_EXPONENT)) for p, u in zip(exponents, unaligned)])
         grid = np.unique(lam)
-        small, large = grid.min(), grid.max()
-        frac = {g: {k: float(np.mean(v[lam == g])) for k, v in kinds.items()} for g in grid}
+        return {"lam": lam, "grid": grid, "at_small": lam == grid.min(),
+                "share": np.array([float(c["census.unaligned_share"]) for c in census]),
+                "stuck": np.array([bool(np.any(p[u] < STUCK_EXPONENT)) for p, u in zip(exponents, unaligned)]),
+                "frac": {g: {k: float(np.mean(v[lam == g])) for k, v in kinds.items()} for g in grid}}
+
+    @prediction("the unaligned neurons' share of sum_j |a_j| ||w_j|| -> 0", threshold="share_tol",
+                source="Chistikov et al. 2023, Theorem 7 (every nonzero neuron of the limit a positive multiple of "
+                       "v*); share_tol: ours, the share of a neuron left at its init size (class docstring)")
+    def unaligned_share(self, run) -> Verdict:
+        """The worst trial's unaligned share at the smallest lambda (or not evaluated: no trial in the subset)."""
+        s = self._summary(run)
+        if s is None:
+            return flag(self.title, "prediction", "the census of the trials in this subset", None,
+                        "no trial of this cell falls in the subset")
+        lam, share = s["lam"], s["share"]
+        shares = "; ".join(f"{fmt_lambda(g)}: {np.max(share[lam == g]):.3g}" for g in s["grid"][::-1])
+        return compare(self.title, "prediction", "the unaligned neurons' share of sum_j |a_j| ||w_j|| -> 0: worst "
+                       "trial at the smallest lambda", float(np.max(share[s["at_small"]])), "<=", self.share_tol,
+                       f"worst share per lambda: {shares}")
+
+    @prediction("Figure 1's reading: every unaligned active neuron at the smallest lambda still aligns",
+                threshold="fraction_tol",
+                source="Chistikov et al. 2023, Figure 1 (max angle between active neurons -> 0); a neuron is stuck "
+                       "when its angle falls slower than lambda^(1/2) (metrics.census.STUCK_EXPONENT, ours)")
+    def still_aligning(self, run) -> list[Verdict]:
+        """The fraction of trials with a stuck unaligned neuron at the smallest lambda."""
+        s = self._summary(run)
+        if s is None:
+            return []
+        lam, grid, frac, at_small, stuck = s["lam"], s["grid"], s["frac"], s["at_small"], s["stuck"]
         per_lambda = "; ".join(
-            f"{_fmt_lambda(g)}: {frac[g]['unaligned']:.2f} (negative sign {frac[g]['unaligned_negative']:.2f}, "
+            f"{fmt_lambda(g)}: {frac[g]['unaligned']:.2f} (negative sign {frac[g]['unaligned_negative']:.2f}, "
             f"positive {frac[g]['unaligned_positive']:.2f}) of {int(np.sum(lam == g))}" for g in grid[::-1])
-        shares = "; ".join(f"{_fmt_lambda(g)}: {np.max(share[lam == g]):.3g}" for g in grid[::-1])
-        at_small = lam == small
         stuck_note = (f"{int(np.sum(stuck[at_small]))} of {int(np.sum(at_small))} trials at lambda = "
-                      f"{_fmt_lambda(small)} have an unaligned neuron whose angle falls slower than "
+                      f"{fmt_lambda(grid.min())} have an unaligned neuron whose angle falls slower than "
                       f"lambda^{STUCK_EXPONENT:g} from the next larger lambda; trials with unaligned neurons per "
                       f"lambda: {per_lambda}")
-        return [
-            compare(self.title, "prediction", "the unaligned neurons' share of sum_j |a_j| ||w_j|| -> 0: worst "
-                    "trial at the smallest lambda", float(np.max(share[at_small])), "<=", self.share_tol,
-                    f"worst share per lambda: {shares}"),
-            compare(self.title, "prediction", "Figure 1's reading: every unaligned active neuron at the smallest "
-                    "lambda still aligns (angle ~ lambda^p, p >= 1/2): fraction of trials with a stuck one",
-                    float(np.mean(stuck[at_small])) if grid.size > 1 else None, "<=", self.fraction_tol,
-                    stuck_note),
-            compare(self.title, "prediction", "the fraction of trials with an unaligned active neuron does not grow "
-                    "as lambda decreases (smallest vs largest lambda)", frac[small]["unaligned"], "<=",
-                    frac[large]["unaligned"]),
-        ]
+        return [compare(self.title, "prediction", "Figure 1's reading: every unaligned active neuron at the smallest "
+                        "lambda still aligns (angle ~ lambda^p, p >= 1/2): fraction of trials with a stuck one",
+                        float(np.mean(stuck[at_small])) if grid.size > 1 else None, "<=", self.fraction_tol,
+                        stuck_note)]
+
+    @prediction("the fraction of trials with an unaligned active neuron does not grow as lambda decreases",
+                source="Chistikov et al. 2023, Figure 1's reading of Theorem 7 (smallest against largest lambda)")
+    def fraction_not_growing(self, run) -> list[Verdict]:
+        """The fraction of trials with an unaligned neuron at the smallest lambda against the largest."""
+        s = self._summary(run)
+        if s is None:
+            return []
+        frac, grid = s["frac"], s["grid"]
+        return [compare(self.title, "prediction", "the fraction of trials with an unaligned active neuron does not "
+                        "grow as lambda decreases (smallest vs largest lambda)", frac[grid.min()]["unaligned"], "<=",
+                        frac[grid.max()]["unaligned"])]

@@ -1,144 +1,50 @@
 """Chistikov, Englert & Lazic 2023 (NeurIPS), "Learning a neuron by a shallow ReLU network: dynamics and
-implicit bias for correlated inputs" (seed 004; SCIENCE.md S11), Theorems 7 and 8, and Boursier,
-Pillaud-Vivien & Flammarion 2022 on orthogonal inputs (S12).
+implicit bias for correlated inputs" (seed 004; SCIENCE.md S11), Theorem 7 (Theorem 8: `theorems.chistikov_min_norm`).
 
 The network is `TwoLayer(activation="relu", train_outer=True, init_scheme="balanced")`,
 N(x) = sum_j a_j [<w_j, x>]_+, trained on the square loss from w_j = lambda z_j, a_j = s_j ||w_j||.
 The theorems are asymptotic in the initialisation scale lambda, so they are checked on a cell whose batch
 runs over lambda (`init_scale`) x trials: "as lambda decreases" becomes a trend over the grid, "lambda -> 0"
 becomes the smallest lambda of the grid, with documented tolerances. Per-lambda values are medians over the
-trials (as the paper's Figure 1); bounds on single runs report the worst run.
+trials (as the paper's Figure 1); bounds on single runs report the worst run. The summaries they share with
+Boursier et al. 2022 (`theorems.boursier`) and the census (`theorems.census`) are in `theorems.chistikov_common`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import math
 from typing import ClassVar
 
 import numpy as np
 import pydantic
 
-from implicitbias.runs.spec import group_by
-from implicitbias.theorems.base import Theorem, Verdict, compare
+from implicitbias.theorems.base import Theorem, Verdict, assumption, compare, prediction
+from implicitbias.theorems.boursier import BoursierOrthogonal
+from implicitbias.theorems.chistikov_common import (
+    RANK_ONE_SOURCE,
+    angle_setting_shares,
+    ds_angle,
+    method_verdict,
+    rank_one_bound,
+    relu_net_verdict,
+    run_lambdas,
+    theta_sq,
+    trials,
+    v_star_norm,
+    weighted_max_angles,
+)
+from implicitbias.theorems.chistikov_min_norm import ChistikovTheorem8, chistikov_reference
 from implicitbias.theorems.fitting import curve, final, flag, linear_fit, over_runs, rate_verdict, run_labels
-from implicitbias.theorems.two_layer_bounds import final_parameters, loss_rate_verdict, rank_one_bounds
+from implicitbias.theorems.two_layer_bounds import loss_rate_verdict
+from implicitbias.training.methods import DiscreteMethod
 
+#: Theorem 8 is in `theorems.chistikov_min_norm`, Boursier et al.'s theorem in `theorems.boursier`; both stay
+#: importable from here
+__all__ = ["BoursierOrthogonal", "ChistikovTheorem7", "ChistikovTheorem8", "chistikov_reference"]
 
-# -- per-lambda summaries of a cell (also used by the experiments' figures, tables and claims) -------------
-def lambdas(results) -> np.ndarray:
-    """The init scale lambda of every run of a stacked results Dataset (its `init_scale` coordinate)."""
-    return np.asarray(results["init_scale"].values, dtype=np.float64).reshape(-1)
-
-
-def run_lambdas(run) -> np.ndarray:
-    """The init scale lambda of every run of a `RunContext`, read from the run specs."""
-    return np.array([spec.init_scale for spec in run.runs], dtype=np.float64)
-
-
-def by_lambda(results, values, reduce=np.median) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted distinct lambdas, reduce(values of the runs with that lambda)) - the median over trials by
-    default. NaN values are ignored; a lambda whose runs are all NaN gives NaN."""
-    return group_by_lambda(lambdas(results), values, reduce)
-
-
-def group_by_lambda(lam, values, reduce=np.median) -> tuple[np.ndarray, np.ndarray]:
-    """`by_lambda` given the lambda of every run (e.g. `run_lambdas(run)`)."""
-    lam = np.asarray(lam, dtype=np.float64).reshape(-1)
-    values = np.asarray(values, dtype=np.float64).reshape(-1)
-    grid = np.unique(lam)
-    out = []
-    for g in grid:
-        v = values[lam == g]
-        v = v[np.isfinite(v)]
-        out.append(float(reduce(v)) if v.size else math.nan)
-    return grid, np.asarray(out)
-
-
-def _per_run(results, datasets, fn) -> np.ndarray:
-    """fn(W, a, X) on each run's final parameters and training inputs; NaN where none are stored."""
-    out = np.full(results.sizes["run"], np.nan)
-    for r in range(out.size):
-        params = final_parameters(results, r)
-        if params is not None:
-            out[r] = fn(*params, datasets[r].X)
-    return out
-
-
-def weighted_max_angles(results, datasets, rel: float = 1e-6) -> np.ndarray:
-    """Per run, `metrics.neurons.weighted_max_angle` of the final parameters: the max angle (rad) between the
-    active neurons with |a_j| ||w_j|| >= rel x sum_k |a_k| ||w_k||. `datasets[r]` is run r's training data."""
-    from implicitbias.metrics.neurons import weighted_max_angle
-
-    return _per_run(results, datasets, lambda W, a, X: weighted_max_angle(W, a, X, rel))
-
-
-def angle_setting_shares(results, datasets) -> np.ndarray:
-    """Per run, the weight share of the lighter neuron of the pair that makes the max angle between active
-    neurons (`metrics.neurons.max_angle_pair`), from the final parameters; NaN where there is none."""
-    from implicitbias.metrics.neurons import max_angle_pair
-
-    return _per_run(results, datasets, lambda W, a, X: max_angle_pair(W, a, X)[1])
-
-
-def v_star_norm(run, r: int) -> float:
-    """||v*|| of run r's data (info["v_star"]; 1 when the generator does not record a teacher)."""
-    v = run.data[r].info.get("v_star")
-    return 1.0 if v is None else float(np.linalg.norm(v))
-
-
-def theta_sq(results) -> np.ndarray | None:
-    """||theta||^2 at the final checkpoint of every run."""
-    p = final(results, "param_norm")
-    return None if p is None else p**2
-
-
-def loss_tolerance(run, explicit: float | None) -> float:
-    """`explicit`, else the cell's stop.loss_tol, else 1e-9 (the paper's stopping rule)."""
-    if explicit is not None:
-        return float(explicit)
-    tol = run.spec.stop.loss_tol
-    return float(tol) if tol > 0 else 1e-9
-
-
-def ds_angle(ds, v_star) -> float:
-    """The largest angle (rad) between v* and a training input of the data set."""
-    cos = ds.X @ v_star / (np.linalg.norm(ds.X, axis=1) * np.linalg.norm(v_star))
-    return float(np.max(np.arccos(np.clip(cos, -1.0, 1.0))))
-
-
-def _trials(run) -> list[int]:
-    """One representative run per trial (data set) of the cell: the first run of each `trial`."""
-    return [members[0] for members in group_by(run.runs, "trial").values()]
-
-
-def relu_net_verdict(theorem: str, run, balanced: bool) -> Verdict:
-    """Model: ReLU, both layers trained, no bias (and the balanced init of S11 when `balanced`); the
-    stored initial balancedness max_j |a_j^2 - ||w_j||^2| is shown."""
-    model = run.spec.model
-    what = "balanced init w_j = lambda z_j, a_j = s_j ||w_j||" if balanced else "small init"
-    statement = f"ReLU network, both layers trained, no bias, {what}"
-    if not hasattr(model, "train_outer"):
-        return flag(theorem, "assumption", statement, None, "no two-layer model in this cell")
-    ok = model.activation == "relu" and model.train_outer and not model.bias
-    if balanced:
-        ok = ok and model.init_scheme == "balanced"
-    b0 = curve(run.results, "balancedness_max")
-    init_bal = float(np.max(b0[:, 0])) if b0 is not None else math.nan
-    note = (f"activation = {model.activation}, train_outer = {model.train_outer}, bias = {model.bias}, "
-            f"init_scheme = {model.init_scheme}, outer_signs = {model.outer_signs}; "
-            f"max |a_j^2 - ||w_j||^2| at init = {init_bal:.3g}")
-    return flag(theorem, "assumption", statement, bool(ok), note, measured=init_bal)
-
-
-def method_verdict(theorem: str, run) -> Verdict:
-    kind = run.spec.method.kind
-    statement = "trained by gradient flow"
-    if kind == "gf":
-        return flag(theorem, "assumption", statement, True, "method = gf (adaptive, error-controlled)")
-    return flag(theorem, "assumption", statement, None,
-                f"method = {kind}: GD with a small step approximates the flow; checked as for GF")
+_T7 = "Chistikov et al. 2023, Theorem 7"
+_ANGLE = (f"{_T7} and Figure 1 (about proportional to lambda); tolerance: the 95% CI of the exponent within "
+          "(3/4, 3/2), the midpoints between p = 1 and its competitors 1/2 and 2 (fitting.rate_verdict)")
 
 
 # -- Theorem 7 ----------------------------------------------------------------------------------------------
@@ -169,7 +75,7 @@ class ChistikovTheorem7(Theorem):
       final loss, bundle angle and imbalance; the weight of inactive neurons that carry weight is not forgiven
       (`rank_one_bound`).
     - "a_j^2 - ||w_j||^2 conserved": exactly along GF; the bounds on the drift are derived per method (see
-      `_balancedness`).
+      `balancedness`).
 
     Fields:
     small_lambda_max: the prediction regime lambda <= small_lambda_max, where the rate is fitted. The
@@ -203,16 +109,14 @@ class ChistikovTheorem7(Theorem):
 
     @property
     def title(self) -> str:
-        return "Chistikov et al. 2023, Theorem 7"
+        """The theorem named in this object's verdicts."""
+        return _T7
 
     # -- assumptions ----------------------------------------------------------------------------------------
-    def assumptions(self, run) -> list[Verdict]:
-        return [self._spanning(run), self._teacher(run), self._angles(run),
-                relu_net_verdict(self.title, run, balanced=True), method_verdict(self.title, run),
-                self._regime(run)]
-
-    def _spanning(self, run) -> Verdict:
-        reps = _trials(run)
+    @assumption("n >= d points spanning R^d", source="Chistikov et al. 2023, Sec. 2: (1/n) X X^T positive definite")
+    def spanning(self, run) -> Verdict:
+        """lambda_min(X^T X / n) > 0 on every trial's data."""
+        reps = trials(run)
         eig = []
         for r in reps:
             X = run.data[r].X
@@ -224,9 +128,12 @@ class ChistikovTheorem7(Theorem):
                          eig, ">", 0.0, where="over the trials' data", note=note,
                          labels=[f"trial {run.runs[r].trial}" for r in reps])
 
-    def _teacher(self, run) -> Verdict:
+    @assumption("labels y_i = [<v*, x_i>]_+ with ||v*|| = 1",
+                source="Chistikov et al. 2023, Sec. 2 (a teacher neuron); equality to 1e-12 relative (float64)")
+    def teacher(self, run) -> Verdict:
+        """The labels are the teacher's, on every trial's data."""
         worst, norm = 0.0, []
-        for r in _trials(run):
+        for r in trials(run):
             ds = run.data[r]
             v = ds.info.get("v_star")
             if v is None:
@@ -239,8 +146,12 @@ class ChistikovTheorem7(Theorem):
         return flag(self.title, "assumption", "labels y_i = [<v*, x_i>]_+ with ||v*|| = 1", ok,
                     f"max |y_i - [<v*, x_i>]_+| = {worst:.2g}, ||v*|| = {max(norm):.15g}")
 
-    def _angles(self, run) -> Verdict:
-        reps = _trials(run)
+    @assumption("every angle between v* and an x_i below max_data_angle", threshold="max_data_angle",
+                source="Chistikov et al. 2023: the proofs assume pi/4 (Sec. 9); pi/2 is the redraw rule of the "
+                       "paper's experiments (Figures 1, 2)")
+    def data_angles(self, run) -> Verdict:
+        """The largest angle between v* and a training input, worst trial."""
+        reps = trials(run)
         worst = []
         for r in reps:
             ds = run.data[r]
@@ -258,7 +169,22 @@ class ChistikovTheorem7(Theorem):
                          note=f"the proofs' pi/4 bound {quarter} (largest angle {np.nanmax(worst):.4g} rad)"
                          + reading)
 
-    def _regime(self, run) -> Verdict:
+    @assumption("ReLU network, both layers trained, no bias, balanced init",
+                source="Chistikov et al. 2023, Sec. 2 (the network and its balanced initialisation)")
+    def relu_network(self, run) -> Verdict:
+        """The model is the paper's network from its balanced init."""
+        return relu_net_verdict(self.title, run, balanced=True)
+
+    @assumption("trained by gradient flow", source="Chistikov et al. 2023, Theorems 6 and 7 (gradient flow)")
+    def gradient_flow(self, run) -> Verdict:
+        """The method is gradient flow (GD: not evaluated)."""
+        return method_verdict(self.title, run)
+
+    @assumption("small initialisation: at least 2 lambdas in the prediction regime", threshold="small_lambda_max",
+                source="Theorem 7 is a limit lambda -> 0 (its sufficient bound is far below float64); the regime "
+                       "lambda <= small_lambda_max is ours (see the field)")
+    def small_init(self, run) -> Verdict:
+        """The lambda grid has at least two values in the regime where the rate is fitted."""
         grid = np.unique(run_lambdas(run))
         small = grid[grid <= self.small_lambda_max]
         need = 2
@@ -271,22 +197,22 @@ class ChistikovTheorem7(Theorem):
                     measured=float(small.size))
 
     # -- predictions ----------------------------------------------------------------------------------------
-    def predictions(self, run) -> list[Verdict]:
-        return [self._loss(run), *self._angle_trend(run), self._rank_one(run, "W.nuclear"),
-                self._rank_one(run, "theta_sq"), self._balancedness(run)]
-
     def _regime_runs(self, run) -> np.ndarray:
         return run_lambdas(run) <= self.small_lambda_max
 
-    def _loss(self, run) -> Verdict:
+    @prediction("loss -> 0 exponentially, at the linearised flow's rate", threshold="small_lambda_max",
+                source="S11 (after the saddle the loss decays exponentially); tolerance: the late rate nearer "
+                       "2 lambda_min(K)/n than 0, ratio >= 1/2 (two_layer_bounds.loss_rate_verdict)")
+    def loss_exponential(self, run) -> Verdict:
+        """The late decay rate of log L against the linearised rate, worst run of the regime."""
         keep = self._regime_runs(run)
         labels = [f"{lab}, lambda {lam:.3g}" for lab, lam in zip(run_labels(run), run_lambdas(run))]
         return loss_rate_verdict(self.title, run, keep, labels)
 
-    def _angle_trend(self, run) -> list[Verdict]:
-        recorded = final(run.results, "max_angle")
-        weighted = weighted_max_angles(run.results, run.data, self.weight_rel)
-        what = f"with |a_j| ||w_j|| >= {self.weight_rel:g} sum_k |a_k| ||w_k||"
+    @prediction("max angle between active neurons -> 0 about proportionally to lambda",
+                threshold="small_lambda_max, slope_window", source=_ANGLE)
+    def angle_rate(self, run) -> Verdict:
+        """The exponent of the recorded max angle (Figure 1's quantity) against lambda."""
         shares = angle_setting_shares(run.results, run.data)
         lam = run_lambdas(run)
         smallest = np.isfinite(shares) & (lam == lam.min())
@@ -295,8 +221,15 @@ class ChistikovTheorem7(Theorem):
             setter = (f"; at the smallest lambda the angle is set by a neuron carrying a share "
                       f"{np.median(shares[smallest]):.2g} (median over trials; max {np.max(shares[smallest]):.2g}) "
                       "of sum_k |a_k| ||w_k||")
-        return [self._rate(run, recorded, "max angle between active neurons", extra=setter),
-                self._rate(run, weighted, f"max angle between active neurons {what}")]
+        return self._rate(run, final(run.results, "max_angle"), "max angle between active neurons", extra=setter)
+
+    @prediction("max angle between the active neurons carrying weight -> 0 about proportionally to lambda",
+                threshold="weight_rel, small_lambda_max, slope_window", source=_ANGLE)
+    def weighted_angle_rate(self, run) -> Verdict:
+        """The exponent of the max angle between the neurons with |a_j| ||w_j|| >= weight_rel x the total."""
+        weighted = weighted_max_angles(run.results, run.data, self.weight_rel)
+        what = f"with |a_j| ||w_j|| >= {self.weight_rel:g} sum_k |a_k| ||w_k||"
+        return self._rate(run, weighted, f"max angle between active neurons {what}")
 
     def _rate(self, run, angle, what: str, extra: str = "") -> Verdict:
         lam = run_lambdas(run)
@@ -311,13 +244,23 @@ class ChistikovTheorem7(Theorem):
             keep &= lam <= grid[: self.slope_window].max(initial=-np.inf)
         zero = keep & (angle <= 0)
         keep &= angle > 0
-        trials = np.array([spec.trial for spec in run.runs])
-        fit = linear_fit(np.log(lam[keep]), np.log(angle[keep]), groups=trials[keep])
-        g, med = group_by_lambda(lam[keep], angle[keep])
+        trial = np.array([spec.trial for spec in run.runs])
+        fit = linear_fit(np.log(lam[keep]), np.log(angle[keep]), groups=trial[keep])
+        g, med = _group(lam[keep], angle[keep])
         note = ("median (rad) by lambda: " + ", ".join(f"{x:.3g}: {y:.3g}" for x, y in zip(g, med))
                 + (f"; {int(zero.sum())} run(s) with angle 0 (fewer than two such neurons) left out" if zero.any()
                    else "") + extra)
         return rate_verdict(self.title, statement, fit, self.ANGLE_RATE, self.ANGLE_COMPETITORS, note=note)
+
+    @prediction("||W||_* -> sqrt(||v*||) at the smallest lambda", source=RANK_ONE_SOURCE)
+    def nuclear_norm(self, run) -> Verdict:
+        """| ||W||_* / sqrt(||v*||) - 1 | against the rank-1 limit's finite-time bound, worst trial."""
+        return self._rank_one(run, "W.nuclear")
+
+    @prediction("||theta||^2 -> 2 ||v*|| at the smallest lambda", source=RANK_ONE_SOURCE)
+    def theta_norm(self, run) -> Verdict:
+        """| ||theta||^2 / (2||v*||) - 1 | against the rank-1 limit's finite-time bound, worst trial."""
+        return self._rank_one(run, "theta_sq")
 
     def _rank_one(self, run, what: str) -> Verdict:
         res = run.results
@@ -344,7 +287,10 @@ class ChistikovTheorem7(Theorem):
         return over_runs(self.title, "prediction", statement, gap, "<=", np.asarray(bounds), labels=labels,
                          run_notes=notes, where=f"at lambda = {lam.min():.3g}")
 
-    def _balancedness(self, run) -> Verdict:
+    @prediction("balancedness a_j^2 - ||w_j||^2 conserved along training",
+                source="exact along gradient flow (S11); bound derived per method: 2 rtol max_t ||theta||^2 for "
+                       "the error-controlled flow, 2 lr L(0) for GD (the descent lemma)")
+    def balancedness(self, run) -> Verdict:
         """Gradient flow conserves a_j^2 - ||w_j||^2 exactly; the error-controlled solver changes a component
         by at most about rtol x its size per step, and d(a^2 - ||w||^2) = 2 a da - 2 w . dw, so one step's
         error moves it by at most 2 rtol (a_j^2 + ||w_j||^2) <= 2 rtol max_t ||theta(t)||^2 (the factor 2 is
@@ -364,360 +310,15 @@ class ChistikovTheorem7(Theorem):
             note = f"gradient flow: conserved exactly; bound 2 rtol ({method.rtol:g}) max_t ||theta||^2 (one step's error)"
         else:
             l0 = curve(run.results, "loss")[:, 0]
-            lr = np.array([getattr(spec.method, "lr", None) or math.nan for spec in run.runs])
+            lr = np.array([spec.method.lr if isinstance(spec.method, DiscreteMethod) else math.nan
+                           for spec in run.runs])
             bound = 2.0 * lr * l0
             note = f"{method.kind}: drift <= 2 lr L(0) (the descent lemma)"
         return over_runs(self.title, "prediction", statement, worst, "<=", bound, labels=run_labels(run),
                          where="along training", note=note)
 
 
-def rank_one_bound(run, r: int) -> dict | None:
-    """`two_layer_bounds.rank_one_bounds` of run r at its final checkpoint (None without parameters), computed
-    on the network without its dead weight: the neurons inactive on every input that carry weight,
-    |a_j| ||w_j|| >= WEIGHT_REL x sum_k |a_k| ||w_k||.
-
-    Those neurons do not change the output, so the bound stays valid for the rest of the network; the measured
-    ||theta||^2 and ||W||_* still include them. rank_one_bounds forgives every neuron outside the bundle (its
-    c_R / s, sum_R ||w_j|| / sqrt(s), and kappa c_R / s through e); Theorem 7's limit has no such weight (every
-    nonzero neuron a positive multiple of v*), so forgiving a neuron that grew and then left every input's
-    half-space would pass the network that "||theta||^2 -> 2||v*||" excludes (issue 24: weight 1/4 along -v*
-    gave a gap 0.25 under a bound 0.51). Neurons below the share stay forgiven: those left near their init
-    size lambda ||z_j||, whose share vanishes like lambda^2, as the active light ones the bundle leaves out."""
-    from implicitbias.metrics.neurons import WEIGHT_REL
-
-    params = final_parameters(run.results, r)
-    v = run.data[r].info.get("v_star")
-    loss = final(run.results, "loss")
-    if params is None or v is None or loss is None:
-        return None
-    ds = run.data[r]
-    W, a = params
-    weight = np.abs(a) * np.linalg.norm(W, axis=1)
-    dead = ~np.any(ds.X @ W.T > 0, axis=0) & (weight >= WEIGHT_REL * weight.sum()) & (weight > 0)
-    out = rank_one_bounds(W[~dead], a[~dead], ds.X, ds.y, v, float(loss[r]))
-    if dead.any():
-        out["note"] += (f"; {int(dead.sum())} inactive neuron(s) carrying weight {float(weight[dead].sum()):.3g} "
-                        "(dead weight, not forgiven: the limit has none)")
-    return out
-
-
-# -- Theorem 8 ----------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=256)
-def _m_cached(xbytes: bytes, vbytes: bytes, d: int, seed: int) -> float:
-    from implicitbias.reference import chistikov_M
-
-    X = np.frombuffer(xbytes).reshape(d, d)
-    v = np.frombuffer(vbytes)
-    return chistikov_M(X, v, seed=seed).M
-
-
-@functools.lru_cache(maxsize=256)
-def _min_norm_cached(xbytes: bytes, ybytes: bytes, n: int) -> float:
-    from implicitbias.reference import min_norm_relu_interpolator
-
-    X = np.frombuffer(xbytes).reshape(n, -1)
-    y = np.frombuffer(ybytes)
-    return min_norm_relu_interpolator(X, y).theta_sq_norm
-
-
-def chistikov_reference(X, v_star, y, *, m_exact_max_d: int = 6, min_norm_max_n: int = 6,
-                        seed: int = 0) -> dict:
-    """The Sec. 7 measurements of one data set: the Z-matrix condition (max_{k != l} <chi_k, chi_l>), M
-    (exactly, for d <= m_exact_max_d, else NaN), the convex minimum ||theta||^2 over interpolators (for
-    n <= min_norm_max_n, else NaN) and the rank-1 value 2 ||v*||. Cached per data set."""
-    from implicitbias.reference import rank_one_norm, z_matrix_condition
-
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    v = np.ascontiguousarray(v_star, dtype=np.float64)
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    n, d = X.shape
-    z = z_matrix_condition(X)
-    M = _m_cached(X.tobytes(), v.tobytes(), d, seed) if d <= m_exact_max_d else math.nan
-    mn = _min_norm_cached(X.tobytes(), y.tobytes(), n) if n <= min_norm_max_n else math.nan
-    return {"z_holds": z.holds, "z_max_offdiag": z.max_offdiag, "M": M, "min_norm": mn,
-            "rank_one": rank_one_norm(v)}
-
-
-class ChistikovTheorem8(Theorem):
-    """Chistikov et al. 2023, Theorem 8 (Sec. 7): for n = d, X invertible, teacher labels with every
-    <v*, x_i> > 0 and width m > 1: if M < 0 the balanced rank-1 interpolators (||theta||^2 = 2 ||v*||) are
-    exactly the minimum-norm interpolators; if M > 0 none of them is (the minimum is < 2 ||v*||). The
-    inverse Gram matrix being a Z-matrix (<chi_k, chi_l> <= 0, k != l) is sufficient for M < 0. Combined
-    with Theorem 7 (GF from lambda -> 0 reaches the rank-1 limit): the learned ||theta||^2 tends to 2 ||v*||,
-    which is the minimum norm if M < 0 and above it if M > 0.
-
-    Evaluated for every data set (trial) of the cell; the learned ||theta||^2 is taken at the cell's smallest
-    lambda, where it stands for GF's limit as lambda -> 0 within the finite-time bound b of
-    `two_layer_bounds.rank_one_bounds` (what the rank-1 limit allows at that run's final loss, bundle angle
-    and imbalance): "learned -> 2||v*||" holds when |learned / 2||v*|| - 1| <= b, and "GF does not find a
-    min-norm interpolator" (M > 0) when learned - min ||theta||^2 exceeds 2||v*|| b, the room the finite run
-    leaves its limit. Fields:
-    m_exact_max_d: M is computed exactly (all 2^d - 2 subsets K) for d <= this, else not evaluated (the sign
-        is then known only when the Z-matrix condition holds).
-    min_norm_max_n: the convex min-norm program (all activation patterns) is solved for n <= this.
-    norm_tol: relative accuracy of the convex minimum (the interior-point solver stops at a relative duality
-        gap of 1e-8; the pattern enumeration and the recovered network lose more): M < 0 needs
-        |min - 2||v*||| <= norm_tol 2||v*||; M > 0 needs (2||v*|| - min) / 2||v*|| >= norm_tol.
-    learned_tol: if set, a fixed tolerance on |learned / 2||v*|| - 1| in place of the derived bound (default
-        None: the derived bound).
-    m_zero_tol: |M| <= this counts as the excluded threshold case M = 0.
-    seed: of the multi-start search for M.
-    rank_one_max_angle: the predictions about the learned network come from Theorem 7, whose proof assumes
-        every angle between v* and an x_i below pi/4; on a data set beyond this they are outside_scope.
-    """
-
-    m_exact_max_d: int = pydantic.Field(6, ge=2)
-    min_norm_max_n: int = pydantic.Field(6, ge=1)
-    norm_tol: float = pydantic.Field(1e-5, gt=0.0)
-    learned_tol: float | None = pydantic.Field(None, gt=0.0)
-    m_zero_tol: float = pydantic.Field(1e-9, ge=0.0)
-    seed: int = pydantic.Field(0, ge=0)
-    rank_one_max_angle: float = pydantic.Field(math.pi / 4, gt=0.0, le=math.pi)
-
-    @property
-    def title(self) -> str:
-        return "Chistikov et al. 2023, Theorem 8"
-
-    def _ref(self, run, r) -> dict:
-        ds = run.data[r]
-        return chistikov_reference(ds.X, ds.info["v_star"], ds.y, m_exact_max_d=self.m_exact_max_d,
-                                   min_norm_max_n=self.min_norm_max_n, seed=self.seed)
-
-    def _label(self, run, r, text: str) -> str:
-        return text + (f" (trial {run.runs[r].trial})" if len(_trials(run)) > 1 else "")
-
-    def assumptions(self, run) -> list[Verdict]:
-        out = []
-        ok, notes = [], []
-        for r in _trials(run):
-            ds = run.data[r]
-            square = ds.n == ds.d
-            cond = float(np.linalg.cond(ds.X)) if square else math.inf
-            ok.append(square and cond < 1e12)
-            notes.append(f"trial {run.runs[r].trial}: n = {ds.n}, d = {ds.d}, cond(X) = {cond:.3g}")
-        out.append(flag(self.title, "assumption", "n = d and X invertible", all(ok), "; ".join(notes)))
-        worst, resid = [], 0.0
-        for r in _trials(run):
-            ds = run.data[r]
-            v = ds.info.get("v_star")
-            if v is None:
-                out.append(flag(self.title, "assumption", "teacher labels", None, "no v_star recorded"))
-                return out
-            worst.append(float(np.min(ds.X @ v / np.linalg.norm(ds.X, axis=1) / np.linalg.norm(v))))
-            resid = max(resid, float(np.max(np.abs(ds.y - np.maximum(ds.X @ v, 0.0)))))
-        scale = max(1.0, max(float(np.max(np.abs(run.data[r].y))) for r in _trials(run)))
-        out.append(flag(self.title, "assumption", "labels y_i = [<v*, x_i>]_+ (teacher labels)", resid <= 1e-12 * scale,
-                        f"max |y_i - [<v*, x_i>]_+| = {resid:.2g}"))
-        out.append(compare(self.title, "assumption", "every <v*, x_i> > 0: min_i cos angle(v*, x_i)", min(worst), ">", 0.0))
-        width = getattr(run.spec.model, "width", None)
-        out.append(compare(self.title, "assumption", "width m > 1", width, ">", 1))
-        out.append(relu_net_verdict(self.title, run, balanced=True))
-        for r in _trials(run):
-            if not all(ok):
-                break
-            M = self._ref(run, r)["M"]
-            statement = self._label(run, r, "M != 0 (the excluded threshold): |M|")
-            out.append(compare(self.title, "assumption", statement, abs(M) if np.isfinite(M) else None, ">",
-                               self.m_zero_tol,
-                               "" if np.isfinite(M) else f"M not computed for d > {self.m_exact_max_d}"))
-        return out
-
-    def predictions(self, run) -> list[Verdict]:
-        out = []
-        for r in _trials(run):
-            ds = run.data[r]
-            if ds.n == ds.d:
-                out.extend(self._dataset_predictions(run, r))
-            else:
-                # M, the min-norm program and the rank-1 norm 2||v*|| are defined for square invertible X only
-                why = f"the theorem is stated for n = d (square, invertible X); here n = {ds.n}, d = {ds.d}"
-                for statement in ("sign of M decides min-norm", "learned ||theta||^2 -> 2||v*||"):
-                    out.append(compare(self.title, "prediction", self._label(run, r, statement), None, "<=",
-                                       None, why))
-        return out
-
-    def _dataset_predictions(self, run, r) -> list[Verdict]:
-        ref = self._ref(run, r)
-        M, mn, r1 = ref["M"], ref["min_norm"], ref["rank_one"]
-        out = []
-
-        def add(statement, measured, relation, bound, note=""):
-            out.append(compare(self.title, "prediction", self._label(run, r, statement), measured, relation,
-                               bound, note))
-
-        znote = f"max_(k!=l) <chi_k, chi_l> = {ref['z_max_offdiag']:.4g}"
-        if ref["z_holds"]:
-            add("Z-matrix condition holds => M < 0", M, "<", 0.0,
-                znote + ("" if np.isfinite(M) else "; M not computed"))
-        else:
-            add("Z-matrix condition (sufficient for M < 0)", None, "<", 0.0,
-                znote + f" > 0: the condition does not hold, no prediction; M = {M:.4g}")
-        known = np.isfinite(M)
-        sign = -1 if (known and M < 0) or (not known and ref["z_holds"]) else (1 if known and M > 0 else 0)
-        note = f"M = {M:.4g}, convex min ||theta||^2 = {mn:.8g}, rank-1 2||v*|| = {r1:.8g}"
-        if sign < 0:
-            add("M < 0 => min-norm interpolators are rank-1: |min ||theta||^2 - 2||v*||| / 2||v*||",
-                abs(mn - r1) / r1, "<=", self.norm_tol, note)
-        elif sign > 0:
-            add("M > 0 => rank-1 is not min-norm: (2||v*|| - min ||theta||^2) / 2||v*||", 1.0 - mn / r1, ">=",
-                self.norm_tol, note)
-        else:
-            add("sign of M decides min-norm", None, "<=", self.norm_tol, note + "; sign of M unknown")
-        learned = theta_sq(run.results)
-        lam = run_lambdas(run)
-        same = np.array([spec.trial == run.runs[r].trial for spec in run.runs])
-        runs = np.flatnonzero((lam == lam.min()) & same)
-        if learned is None or runs.size == 0:
-            return out
-        value = float(learned[runs[0]])
-        first = len(out)
-        b = rank_one_bound(run, int(runs[0]))
-        bound = (b["theta"] if b is not None else math.nan) if self.learned_tol is None else self.learned_tol
-        why = "fixed learned_tol" if self.learned_tol is not None else (
-            "no final parameters" if b is None else "the rank-1 limit's finite-time bound: " + b["note"])
-        add("learned ||theta||^2 at the smallest lambda -> 2||v*|| (rank-1, Theorem 7): relative gap", abs(value - r1) / r1,
-            "<=", bound, f"learned {value:.8g} at lambda {lam.min():.3g}; {why}")
-        if sign > 0 and np.isfinite(mn):
-            add("M > 0 => GF does not find a min-norm interpolator: (learned - min ||theta||^2) / min, above the "
-                "room 2||v*|| b / min the finite run leaves its limit", value / mn - 1.0, ">=", r1 * bound / mn,
-                f"learned {value:.8g}, min {mn:.8g}")
-        ds = run.data[r]
-        v = ds_angle(ds, ds.info["v_star"])
-        if v >= self.rank_one_max_angle:
-            why = (f"largest angle between v* and an x_i {v:.4g} rad >= {self.rank_one_max_angle:.4g} "
-                   "(Theorem 7's assumption)")
-            out[first:] = [dataclasses.replace(x, outcome="outside_scope", note=f"{x.note}; measured "
-                           f"{x.outcome}, but {why}") if x.outcome in ("holds", "fails") else x
-                           for x in out[first:]]
-        return out
-
-
-# -- Boursier et al. 2022: orthogonal inputs -----------------------------------------------------------------
-class BoursierOrthogonal(Theorem):
-    """Boursier, Pillaud-Vivien & Flammarion 2022 (S12): on pairwise orthogonal inputs, gradient flow on a
-    two-layer ReLU network (both layers trained, square loss) from a small init converges to a minimum-norm
-    interpolator, whose ||theta||^2 has the closed form 2 (||v_+|| + ||v_-||),
-    v_+- = sum_{+-y_i > 0} |y_i| x_i / ||x_i||^2.
-
-    Coverage at init (our reading of the mechanism; SCIENCE.md does not restate the paper's assumptions): on
-    orthogonal data a neuron's gradient has no component along an input outside its active half-space, so a
-    neuron never gains new points; the group of neurons whose initial active set covers a whole sign class
-    grows fastest (rate ||(1/n) sum y_i x_i|| over the class) and fits it first, and the other neurons stop
-    at a size ~ lambda^(1 - r) (r < 1 their relative growth rate). So the minimum norm is approached only if
-    some positive (negative) neuron is active at init on every input with y_i > 0 (< 0), and only
-    polynomially in lambda: the excess ||theta||^2 decays like lambda^(2 (1 - r)) (for k unit labels of one
-    sign and unit inputs r = sqrt((k - 1)/k)). The coverage is checked on the init recomputed from each run's
-    seed and lambda.
-
-    How the asymptotic claims are read at finite time (derived thresholds, the same for every variant):
-    - "loss -> 0": exponentially at the linearised flow's rate, as for Chistikov's Theorem 7
-      (`two_layer_bounds.loss_rate_verdict`: late decay rate / (2 lambda_min(K)/n) >= 1/2).
-    - "||theta||^2 -> the minimum as lambda -> 0": a trend over the lambda grid, not two end points: the
-      power law gap ~ lambda^p of the relative gap (learned - min) / min, fitted over the runs of the regime
-      lambda <= small_lambda_max with one intercept per trial; predicted p = 2 (1 - r) with r the largest
-      relative growth rate of a neuron that misses one input of its sign class (above; for a class S,
-      r^2 = 1 - min_(i in S) y_i^2 ||x_i||^2 / sum_(i in S) y_i^2 ||x_i||^2, the largest over the two
-      classes), competitors 0 (a gap that does not shrink: no limit at the minimum) and 2 (the excess of
-      neurons that stay at their init size); `fitting.rate_verdict` decides with the 95% confidence interval.
-      p > 0 is what makes the extrapolated gap 0.
-
-    Checked on a cell whose batch runs over lambda (init_scale) x trials. Fields:
-    orth_tol: max_{i != j} |cos angle(x_i, x_j)| allowed for "orthogonal".
-    small_lambda_max: the small-init regime where the power law is fitted (default 4^-1, as for Theorem 7).
-    """
-
-    orth_tol: float = pydantic.Field(1e-10, gt=0.0)
-    small_lambda_max: float = pydantic.Field(0.25, gt=0.0)
-
-    @property
-    def title(self) -> str:
-        return "Boursier et al. 2022 (orthogonal inputs)"
-
-    def assumptions(self, run) -> list[Verdict]:
-        worst = []
-        for r in _trials(run):
-            X = run.data[r].X
-            nx = np.linalg.norm(X, axis=1)
-            C = np.abs(X @ X.T) / np.outer(nx, nx)
-            worst.append(float(np.max(C - np.diag(np.diag(C)), initial=0.0)))
-        return [
-            over_runs(self.title, "assumption", "inputs pairwise orthogonal: max_(i!=j) |cos(x_i, x_j)|",
-                      worst, "<=", self.orth_tol, where="over the trials' data"),
-            relu_net_verdict(self.title, run, balanced=False),
-            method_verdict(self.title, run),
-            self._coverage(run),
-        ]
-
-    def _coverage(self, run) -> Verdict:
-        import jax
-
-        statement = ("coverage at init: some neuron with a_j > 0 (a_j < 0) is active on every input with "
-                     "y_i > 0 (y_i < 0)")
-        missing, seen = [], set()
-        for r, spec in enumerate(run.runs):
-            ds, model, seed = run.data[r], spec.model, spec.seed
-            if (seed, spec.trial) in seen:  # the pattern does not depend on lambda
-                continue
-            seen.add((seed, spec.trial))
-            theta, const = model.init(jax.random.PRNGKey(seed), ds.d, 1.0)
-            W, a = np.asarray(theta["W"]), np.asarray(model.outer(theta, const))
-            active = ds.X @ W.T > 0
-            for sign in (1, -1):
-                rows = sign * ds.y > 0
-                if rows.any() and not np.any((sign * a > 0) & active[rows].all(axis=0)):
-                    missing.append(f"seed {seed} (sign {sign:+d})")
-        return flag(self.title, "assumption", statement, not missing,
-                    "holds on every run" if not missing else "not covered: " + ", ".join(missing[:6]))
-
-    def min_norms(self, run) -> np.ndarray:
-        """The closed-form minimum ||theta||^2 of every run's data."""
-        from implicitbias.reference import orthogonal_min_norm
-
-        cache: dict[str, float] = {}
-        out = []
-        for r in range(run.n_runs):
-            t = run.runs[r].data_key()
-            if t not in cache:
-                ds = run.data[r]
-                cache[t] = orthogonal_min_norm(ds.X, ds.y, tol=max(self.orth_tol, 1e-10)).theta_sq_norm
-            out.append(cache[t])
-        return np.asarray(out)
-
-    def predictions(self, run) -> list[Verdict]:
-        res = run.results
-        labels = [f"{lab}, lambda {lam:.3g}" for lab, lam in zip(run_labels(run), run_lambdas(run))]
-        out = [loss_rate_verdict(self.title, run, np.ones(run.n_runs, dtype=bool), labels)]
-        statement = ("learned ||theta||^2 -> closed-form min 2 (||v_+|| + ||v_-||) as lambda -> 0: exponent p of "
-                     "the relative gap ~ lambda^p over the regime")
-        try:
-            mins = self.min_norms(run)
-        except ValueError as exc:
-            return out + [compare(self.title, "prediction", statement, None, "~", None, str(exc))]
-        learned = theta_sq(res)
-        if learned is None:
-            return out + [compare(self.title, "prediction", statement, None, "~", None, "param_norm not recorded")]
-        gap = (learned - mins) / mins
-        lam = run_lambdas(run)
-        keep = (lam <= self.small_lambda_max) & np.isfinite(gap)
-        below = keep & (gap <= 0)
-        keep &= gap > 0
-        trials = np.array([spec.trial for spec in run.runs])
-        fit = linear_fit(np.log(lam[keep]), np.log(gap[keep]), groups=trials[keep])
-        p_star = predicted_gap_exponent(run.data[_trials(run)[0]])
-        grid, med = group_by_lambda(lam, gap)
-        note = ("median relative gap by lambda: " + ", ".join(f"{g:.3g}: {m:.3g}" for g, m in zip(grid, med))
-                + (f"; {int(below.sum())} run(s) at or below the minimum (solver accuracy) left out" if below.any()
-                   else ""))
-        out.append(rate_verdict(self.title, statement, fit, p_star, (0.0, 2.0), note=note))
-        return out
-
-
-def predicted_gap_exponent(ds) -> float:
-    """2 (1 - r) (see `BoursierOrthogonal`): r^2 = 1 - min_S y_i^2 ||x_i||^2 / sum_S y_i^2 ||x_i||^2 for the
-    sign class S that makes r largest (a class of one input: r = 0)."""
-    size = ds.y**2 * np.sum(ds.X**2, axis=1)
-    r = 0.0
-    for cls in (ds.y > 0, ds.y < 0):
-        if cls.sum() >= 2:
-            r = max(r, math.sqrt(1.0 - float(size[cls].min() / size[cls].sum())))
-    return 2.0 * (1.0 - r)
+def _group(lam, values):
+    """(sorted distinct lambdas, median of the values at each)."""
+    grid = np.unique(lam)
+    return grid, np.asarray([float(np.median(values[lam == g])) for g in grid])
