@@ -174,3 +174,17 @@ def test_a_rejected_override_leaves_the_catalog_unchanged():
         exp.resolve(quick=True, overrides={"method.lr": "fast"})
     exp.resolve(quick=True, overrides={"method.lr": 0.5})
     assert exp.resolve(quick=True).model_dump() == before
+
+
+def test_a_grid_axis_the_experiment_lacks_is_added_from_the_command_line(capsys):
+    """`--set grid.init_scale=[...]` on an experiment without that axis adds it (to every part's grid), and a
+    value that is not a list is refused naming the field and the form expected."""
+    from implicitbias.experiments import get
+
+    exp = get("kou2023-rates")
+    base = exp.runs(exp.resolve(quick=True))
+    swept = exp.runs(exp.resolve(quick=True, overrides={"grid.init_scale": [0.1, 1.0]}))
+    assert len(swept) == 2 * len(base)
+    assert sorted({r.init_scale for r in swept}) == [0.1, 1.0]
+    assert main(["describe", "kou2023-rates", "--quick", "--set", "grid.init_scale=0.1"]) == 2
+    assert "grid.init_scale = 0.1 is not allowed: expected a non-empty list" in capsys.readouterr().err

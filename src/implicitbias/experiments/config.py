@@ -155,12 +155,13 @@ def with_overrides(config: ExperimentConfig, overrides: dict[str, Any]) -> Exper
             axis = path[len("grid."):]
             targets = [tree.setdefault("grid", {})]
             targets += [p["grid"] for p in tree.get("parts", {}).values() if isinstance(p.get("grid"), dict)]
-            if not any(axis in t for t in targets):
-                raise ConfigError(f"{path} is not allowed: this experiment has no grid axis {axis!r}; "
-                                  "`implicitbias describe NAME` shows the grid")
-            for t in targets:
-                if axis in t:
-                    t[axis] = value
+            if not isinstance(value, list) or not value:
+                raise ConfigError(f"{path} = {value!r} is not allowed: expected a non-empty list of values, e.g. "
+                                  f"--set {path}=[0.1,1]")
+            having = [t for t in targets if axis in t]
+            # a new axis is added to the base grid and to every part's own grid (a part's grid replaces the base's)
+            for t in having or targets:
+                t[axis] = value
             continue
         for part in tree.get("parts", {}).values():
             if path in part:
