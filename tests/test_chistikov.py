@@ -9,12 +9,16 @@ import xarray as xr
 
 from implicitbias.data import ChistikovFamily, TeacherNeuron, make_dataset
 from implicitbias.data.families import xi_bound
+from implicitbias.experiments.chistikov2023 import FIG1
+from implicitbias.experiments.chistikov2023_census import DTYPE
+from implicitbias.experiments.chistikov2023_fig2 import FIG2
+from implicitbias.experiments.chistikov2023_two_teachers import TWO_TEACHERS
 from implicitbias.losses import Loss
 from implicitbias.metrics.plateau import plateau_exit_time
 from implicitbias.models import TwoLayer
 from implicitbias.reference import memo
 from implicitbias.runs import RunSpec
-from implicitbias.theorems.base import RunContext, Theorem
+from implicitbias.theorems.base import CellsTheorem, RunContext, Theorem
 from implicitbias.theorems.boursier import BoursierOrthogonal
 from implicitbias.theorems.census import CensusTheorem7
 from implicitbias.theorems.chistikov import ChistikovTheorem7
@@ -77,6 +81,16 @@ def test_theorems_are_declarations(cls):
     fields = set(cls.model_fields)
     for d in cls.declarations():
         assert {f.strip() for f in d.threshold.split(",") if f.strip()} <= fields, d
+
+
+@pytest.mark.parametrize("experiment", [FIG1, FIG2, TWO_TEACHERS, DTYPE], ids=lambda e: e.name)
+def test_cross_cell_claims_are_declared_theorems(experiment):
+    """The paper's claims across cells are CellsTheorem objects whose predictions are declared, each with its source."""
+    assert experiment.claims and all(isinstance(c, CellsTheorem) for c in experiment.claims)
+    for claim in experiment.claims:
+        declared = type(claim).declarations()
+        assert declared and {d.kind for d in declared} == {"prediction"}
+        assert all(d.source.strip() for d in declared)
 
 
 def test_family_config_validation_and_training_set_does_not_depend_on_seed():
