@@ -16,7 +16,6 @@ Issue 24 items and the negative controls that the old thresholds passed:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import numpy as np
@@ -27,6 +26,7 @@ from _controls import Control
 from implicitbias.data import RazinCohen
 from implicitbias.models import MatrixFactorization
 from implicitbias.runs import RunSpec
+from implicitbias.theorems.base import RunContext
 from implicitbias.training.methods import GradientFlow
 
 
@@ -65,7 +65,7 @@ def _with_nuclear(ctx, values):
     res = ctx.results
     v = np.asarray(values, np.float64)
     v = np.broadcast_to(v[:, None] if v.ndim == 1 else v, res["W.nuclear"].shape).copy()
-    return dataclasses.replace(ctx, results=res.assign({"W.nuclear": (res["W.nuclear"].dims, v)}))
+    return RunContext(ctx.runs, res.assign({"W.nuclear": (res["W.nuclear"].dims, v)}), ctx.data)  # a fresh memo
 
 
 def _levels_off(nominal):
@@ -165,8 +165,7 @@ def _offset_saddle():
 
     cells = [ti._li_cell(steps, alphas=(a,), saddles=(W1 + 0.05 * (1.0 + a**0.25) * off, W2)) for a in ti.ALPHAS]
     stacked = xr.concat([c.results for c in cells], dim="run").assign_coords(run=np.arange(len(cells)))
-    return dataclasses.replace(cells[0], runs=[c.runs[0] for c in cells], results=stacked,
-                               data=[c.data[0] for c in cells])
+    return RunContext([c.runs[0] for c in cells], stacked, [c.data[0] for c in cells])
 
 
 _LI = [

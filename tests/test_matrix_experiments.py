@@ -279,7 +279,13 @@ def test_arora_claims_are_read_at_an_identifiable_n():
     """Issue 24, item 4: the claims are read at the smallest n above r (2 d - r) (20 x 20, rank 2: 76), not at the
     smallest n. Negative control: depth 3 best at n = 60 (not identifiable: what the old reading, at the smallest n,
     passed) but worse than the nuclear norm and depth 2 at n = 120."""
-    from implicitbias.experiments.arora2019 import claims_at
+    from implicitbias.experiments.arora2019 import AroraClaims
+    from implicitbias.theorems.base import CellsContext
+
+    def claims_at(rows, d, rank):  # the claims on a table of rows at the smallest init (what they read from a run)
+        ctx = CellsContext(results=None)
+        ctx.once("arora.rows", lambda: (rows, d, rank))
+        return AroraClaims().check(ctx)
 
     def rows(errors):
         return [{"method": m, "n": n, "error": e} for n, table in errors.items() for m, e in table.items()]

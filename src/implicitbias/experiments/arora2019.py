@@ -20,8 +20,10 @@ from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
 from implicitbias.experiments.gunasekar2017 import FactorizationExperiment
 from implicitbias.losses import Loss
+from implicitbias.metrics.factorization import effective_rank, end_to_end
 from implicitbias.models import MatrixFactorization
-from implicitbias.theorems.base import compare
+from implicitbias.theorems.base import CellsTheorem, Verdict, compare, prediction
+from implicitbias.theorems.matrix_common import min_nuclear_norm
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 
@@ -31,15 +33,11 @@ def _error(W, W_star) -> float:
 
 
 def _erank(W) -> float:
-    from implicitbias.theorems.matrix_factorization import effective_rank
-
     return float(effective_rank(np.linalg.svd(W, compute_uv=False)))
 
 
 def _table(results) -> list[dict]:
     """One row per run and one per data set for the nuclear-norm minimiser (depth 0 in the rows)."""
-    from implicitbias.theorems.matrix_factorization import end_to_end, min_nuclear_norm
-
     rows, seen = [], set()
     for cell in results.cells:
         W = end_to_end(cell.results, cell.spec.model.depth, trajectory=False)
@@ -52,7 +50,7 @@ def _table(results) -> list[dict]:
             key = (spec.data.n, spec.trial)
             if key not in seen:
                 seen.add(key)
-                ref = min_nuclear_norm(ds).W
+                ref = min_nuclear_norm(ds, spec.data_key()).W
                 rows.append({"method": "nuclear norm", "depth": 0, "n": spec.data.n, "init": "", "trial": spec.trial,
                              "error": _error(ref, W_star), "effective_rank": _erank(ref), "final_loss": 0.0})
     return rows
@@ -119,45 +117,62 @@ def _tables(results, out_dir):
     return [path]
 
 
-def _claims(results):
-    """Arora et al. 2019, Sec. 3.1 and Figure 1, read at an identifiable n (`claims_at`) and the grid's smallest init."""
-    data = results.cells[0].spec.data
-    return claims_at(_smallest_init(_table(results)), data.d, data.rank)
-
-
 def identifiable(ns, d: int, rank: int) -> list:
     """The observation counts n > r (2 d - r) among `ns`, ascending: the degrees of freedom of a rank-r d x d
     matrix, below which the completion is not unique."""
     return sorted(n for n in set(ns) if n > rank * (2 * d - rank))
 
 
-def claims_at(rows, d: int, rank: int):
-    """At the smallest n of the grid where the completion is identifiable, n > r (2 d - r) (the degrees of freedom
-    of a rank-r d x d matrix: with fewer entries, infinitely many rank-r matrices fit them and no method can recover
-    W*, so which one a method picks says nothing about its bias), the best of the depths >= 3 has a lower median
-    error than the nuclear-norm minimiser and than depth 2. Where no n of the grid is identifiable, both are
-    not_evaluated with that reason."""
-    title = "Arora et al. 2019, deep matrix completion"
-    dof = rank * (2 * d - rank)
-    ns = identifiable((r["n"] for r in rows), d, rank)
-    statements = ["depth >= 3 recovers better than the nuclear-norm minimiser: best median error of the depths >= 3",
-                  "depth >= 3 recovers better than depth 2: best median error of the depths >= 3"]
-    if not ns:
-        why = f"no n of the grid exceeds r (2 d - r) = {dof}: the completion is not identifiable"
-        return [compare(title, "prediction", f"at an identifiable n, {s}", None, "<", None, why) for s in statements]
-    n = ns[0]
-    med = {m: float(np.median([r["error"] for r in rows if r["method"] == m and r["n"] == n]))
-           for m in {r["method"] for r in rows if r["n"] == n}}
-    deep = min(v for m, v in med.items() if m.startswith("depth ") and int(m.split()[1]) >= 3)
-    note = ", ".join(f"{m}: {v:.3g}" for m, v in sorted(med.items())) + f"; r (2 d - r) = {dof}"
-    return [compare(title, "prediction", f"at the smallest identifiable n (n = {n} > r (2 d - r)), {statements[0]}",
-                    deep, "<", med["nuclear norm"], note),
-            compare(title, "prediction", f"at the smallest identifiable n (n = {n} > r (2 d - r)), {statements[1]}",
-                    deep, "<", med["depth 2"], note)]
+_SOURCE = ("Arora, Cohen, Hu & Luo 2019 (NeurIPS), Sec. 3.1 and Figure 1; read at the smallest identifiable n, "
+           "n > r (2 d - r) (ours: below it no method can recover W*), and the grid's smallest init")
 
 
-def _theorems(cell):
-    return []
+class AroraClaims(CellsTheorem):
+    """Arora et al. 2019, Sec. 3.1 and Figure 1: with few observations, depth >= 3 recovers W* better than the
+    nuclear-norm minimiser and than depth 2. Read at the smallest n of the grid where the completion is
+    identifiable, n > r (2 d - r) (the degrees of freedom of a rank-r d x d matrix: with fewer entries, infinitely
+    many rank-r matrices fit them and no method can recover W*, so which one a method picks says nothing about its
+    bias), and at the grid's smallest init: the best of the depths >= 3 has a lower median error than each. Where no
+    n of the grid is identifiable, both are not_evaluated with that reason.
+
+    The claims read `ctx.once("arora.rows")`: (rows, d, rank), the rows of `_table` (method, n, error, ...) at
+    the smallest init and the matrix's size and rank."""
+
+    @property
+    def title(self) -> str:
+        return "Arora et al. 2019, deep matrix completion"
+
+    @prediction("depth >= 3 recovers better than the nuclear-norm minimiser (median error, smallest identifiable n)",
+                source=_SOURCE)
+    def beats_nuclear_norm(self, ctx) -> Verdict:
+        return self._compare(ctx, "nuclear norm",
+                             "depth >= 3 recovers better than the nuclear-norm minimiser: best median error of the "
+                             "depths >= 3")
+
+    @prediction("depth >= 3 recovers better than depth 2 (median error, smallest identifiable n)", source=_SOURCE)
+    def beats_depth_2(self, ctx) -> Verdict:
+        return self._compare(ctx, "depth 2", "depth >= 3 recovers better than depth 2: best median error of the "
+                             "depths >= 3")
+
+    def _compare(self, ctx, other: str, statement: str) -> Verdict:
+        rows, d, rank = ctx.once("arora.rows", lambda: _rows_at_smallest_init(ctx.results))
+        dof = rank * (2 * d - rank)
+        ns = identifiable((r["n"] for r in rows), d, rank)
+        if not ns:
+            why = f"no n of the grid exceeds r (2 d - r) = {dof}: the completion is not identifiable"
+            return compare(self.title, "prediction", f"at an identifiable n, {statement}", None, "<", None, why)
+        n = ns[0]
+        med = {m: float(np.median([r["error"] for r in rows if r["method"] == m and r["n"] == n]))
+               for m in {r["method"] for r in rows if r["n"] == n}}
+        deep = min(v for m, v in med.items() if m.startswith("depth ") and int(m.split()[1]) >= 3)
+        note = ", ".join(f"{m}: {v:.3g}" for m, v in sorted(med.items())) + f"; r (2 d - r) = {dof}"
+        return compare(self.title, "prediction", f"at the smallest identifiable n (n = {n} > r (2 d - r)), {statement}",
+                       deep, "<", med[other], note)
+
+
+def _rows_at_smallest_init(results) -> tuple[list[dict], int, int]:
+    data = results.cells[0].spec.data
+    return _smallest_init(_table(results)), data.d, data.rank
 
 
 ARORA = FactorizationExperiment(
@@ -187,8 +202,7 @@ ARORA = FactorizationExperiment(
                     "at the smallest init, one curve per depth and the minimum-nuclear-norm completion. Middle and "
                     "right: reconstruction error and effective rank against the init scale at the smallest n, one "
                     "curve per depth, the nuclear-norm minimiser dashed.", _figure),),
-    theorems=_theorems,
-    claims=_claims,
+    claims=(AroraClaims(),),
     tables=_tables,
     settings_source="From the paper: 100 x 100, rank 5, n = 2000 and 5000 observed entries, depths 2-4 (and 1), "
                     "inits 1e-3 to 1e-6. Ours: gradient flow (RKC, rtol 1e-6) instead of GD, balanced init with "

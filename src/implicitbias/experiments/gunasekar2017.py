@@ -24,6 +24,8 @@ from implicitbias.experiments.figures import write_csv as _write_csv
 from implicitbias.losses import Loss
 from implicitbias.models import MatrixFactorization
 from implicitbias.theorems.base import RunContext
+from implicitbias.theorems.gunasekar_sensing import GunasekarCommuting, GunasekarConjecture
+from implicitbias.theorems.matrix_common import min_frobenius_nuclear_norm, min_nuclear_norm, min_nuclear_norm_psd
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 
@@ -58,18 +60,13 @@ class FactorizationExperiment(Experiment):
 def _rows(cell) -> list[list]:
     """Per run: part, trial, alpha, ||W||_*, the minimum over PSD interpolators, the ratio, the min-Frobenius
     interpolator's ||W||_* over the minimum among all interpolators, the final loss."""
-    from implicitbias.theorems.matrix_factorization import (
-        min_frobenius_nuclear_norm,
-        min_nuclear_norm,
-        min_nuclear_norm_psd,
-    )
-
     ctx = RunContext.of(cell)
     nuc = cell.results["W.nuclear"].values[:, -1]
     rows = []
     for r, spec in enumerate(ctx.runs):
-        ref = min_nuclear_norm_psd(ctx.data[r]).nuclear_norm
-        frob = min_frobenius_nuclear_norm(ctx.data[r]) / min_nuclear_norm(ctx.data[r]).nuclear_norm
+        ds, key = ctx.data[r], spec.data_key()
+        ref = min_nuclear_norm_psd(ds, key).nuclear_norm
+        frob = min_frobenius_nuclear_norm(ds, key) / min_nuclear_norm(ds, key).nuclear_norm
         rows.append([spec.part, spec.trial, spec.init_scale, nuc[r], ref, nuc[r] / ref, frob,
                      cell.results["loss"].values[r, -1]])
     return rows
@@ -112,8 +109,6 @@ def _tables(results, out_dir):
 
 
 def _theorems(cell):
-    from implicitbias.theorems.matrix_factorization import GunasekarCommuting, GunasekarConjecture
-
     return [GunasekarCommuting()] if cell.spec.data.measurements == "commuting" else [GunasekarConjecture()]
 
 

@@ -26,8 +26,11 @@ from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
 from implicitbias.experiments.gunasekar2017 import FactorizationExperiment
 from implicitbias.losses import Loss
+from implicitbias.metrics.factorization import end_to_end
 from implicitbias.models import MatrixFactorization
 from implicitbias.theorems.base import RunContext
+from implicitbias.theorems.li_luo_lyu import LiIncremental, saddle_distances
+from implicitbias.theorems.matrix_common import greedy_path, target_rank
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 
@@ -42,8 +45,6 @@ TIMES = [0.0] + list(np.geomspace(0.01, 1.0, 8)) + list(np.linspace(1.25, 100.0,
 
 
 def _numbers(cell):
-    from implicitbias.theorems.matrix_factorization import LiIncremental, end_to_end, saddle_distances, target_rank
-
     ctx = RunContext.of(cell)
     W = end_to_end(cell.results, cell.spec.model.depth)
     return {"alpha": np.array([s.init_scale for s in cell.runs]), "trial": np.array([s.trial for s in cell.runs]),
@@ -52,8 +53,6 @@ def _numbers(cell):
 
 
 def _figure(results):
-    from implicitbias.theorems.matrix_factorization import greedy_path, target_rank
-
     cell = results.cells[0]
     nums = _numbers(cell)
     fig, (a, b, c) = panels(3, width=4.6, height=3.9)
@@ -64,7 +63,7 @@ def _figure(results):
         line = a.plot(t[t > 0], nums["s"][r, t > 0, k], label=f"sigma_{k + 1}")[0]
         if k < rank:
             a.axvline(nums["t_k"][r, k], color=line.get_color(), ls=":", lw=0.8)
-    path = greedy_path(cell.data[r], rank)
+    path = greedy_path(cell.data[r], rank, cell.runs[r].data_key())
     for k, sv in enumerate(path.singular_values):
         for v in sv[: k + 1]:
             a.axhline(v, color="0.5", ls="--", lw=0.5)
@@ -121,8 +120,6 @@ def _tables(results, out_dir):
 
 
 def _theorems(cell):
-    from implicitbias.theorems.matrix_factorization import LiIncremental
-
     return [LiIncremental()]
 
 

@@ -35,9 +35,11 @@ from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
 from implicitbias.experiments.gunasekar2017 import FactorizationExperiment
 from implicitbias.losses import Loss
+from implicitbias.metrics.factorization import effective_rank, product, schatten
 from implicitbias.models import MatrixFactorization
-from implicitbias.theorems.base import compare
+from implicitbias.theorems.base import CellsTheorem, Verdict, compare, prediction
 from implicitbias.theorems.fitting import curve, fitted_slope
+from implicitbias.theorems.razin_cohen import NORMS, RazinCohen2020, razin_factors
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 
@@ -53,12 +55,8 @@ BALANCED = ("balanced_symmetric", "balanced")
 def _paths(cell) -> dict[str, np.ndarray]:
     """Along training, per run: loss, time, W_11, W_22, det W = prod_j det W_j (from the factors, see the module
     docstring), whether float64 resolves its sign, the norms of `NORMS` and the effective rank."""
-    from implicitbias.theorems.matrix_factorization import NORMS, effective_rank, razin_factors, schatten
-
     fs = razin_factors(cell.results, cell.spec.model)
-    W = fs[0]
-    for F in fs[1:]:
-        W = F @ W
+    W = product(fs)
     dets = np.stack([np.linalg.det(f) for f in fs])
     rounding = np.stack([2.0 * np.finfo(float).eps * np.sum(f**2, axis=(-2, -1)) for f in fs])
     s = np.linalg.svd(W, compute_uv=False)
@@ -92,8 +90,6 @@ def _slope(loss, values, late=1e-3):
 
 
 def _norms_figure(results):
-    from implicitbias.theorems.matrix_factorization import NORMS
-
     cells = _balanced(results)
     fig, axes = panels(len(cells), width=4.6, height=4.0)
     for ax, cell in zip(axes, cells):
@@ -181,29 +177,59 @@ def _tables(results, out_dir):
     return written
 
 
-def _claims(results):
-    """The unbalanced inits: where det W(t) crosses zero, the loss still reaches its tolerance, at a finite W_11
-    below the bound (1 - rho)^2 / rho that a positive determinant would force."""
-    title = "Razin & Cohen 2020, unbalanced inits"
-    out = []
-    for cell in _part(results, "unbalanced"):
-        p = _paths(cell)
-        resolved = p["det_resolved"] > 0
-        crossed = [r for r in range(p["det"].shape[0]) if p["det"][r][resolved[r]].min(initial=0.0) < 0 < p["det"][r][0]]
-        seeds = ", ".join(str(cell.runs[r].seed) for r in crossed) or "none"
-        out.append(compare(title, "prediction", f"depth {cell.spec.model.depth}, 0.3 I plus noise: det W(t) crosses "
-                           "zero in some run (number of runs)", float(len(crossed)), ">=", 1.0, f"seeds {seeds}"))
-        for r in crossed:
-            L, w11 = p["loss"][r][-1], abs(p["W11"][r][-1])
-            out.append(compare(title, "prediction", f"seed {cell.runs[r].seed}: after det W crossed zero the loss "
-                               f"reaches {L:.3g} with |W_11| below the det > 0 bound (1 - rho)^2 / rho",
-                               w11, "<", float(_lower_bound(L))))
-    return out
+_UNBALANCED_SOURCE = ("Razin & Cohen 2020 (NeurIPS), Sec. 3: the positive determinant is what forces |W_11| -> "
+                      "infinity; without a balanced init it can cross zero (ours: the unbalanced inits are the control)")
+
+
+class RazinUnbalancedClaims(CellsTheorem):
+    """The unbalanced inits (part "unbalanced": 0.3 I plus noise): where det W(t) crosses zero, the loss still
+    reaches its tolerance, at a finite W_11 below the bound (1 - rho)^2 / rho that a positive determinant would
+    force. Its sign is read where float64 resolves it (det W = prod_j det W_j, `_paths`)."""
+
+    @property
+    def title(self) -> str:
+        return "Razin & Cohen 2020, unbalanced inits"
+
+    @prediction("det W(t) crosses zero in some run from an unbalanced init (number of runs >= 1)",
+                source=_UNBALANCED_SOURCE)
+    def determinant_crosses_zero(self, ctx) -> list[Verdict]:
+        out = []
+        for cell, _, crossed in self._crossings(ctx):
+            seeds = ", ".join(str(cell.runs[r].seed) for r in crossed) or "none"
+            out.append(compare(self.title, "prediction", f"depth {cell.spec.model.depth}, 0.3 I plus noise: det W(t) "
+                               "crosses zero in some run (number of runs)", float(len(crossed)), ">=", 1.0,
+                               f"seeds {seeds}"))
+        return out
+
+    @prediction("after det W crossed zero the loss reaches its tolerance at |W_11| below the det > 0 bound "
+                "(1 - rho)^2 / rho", source=_UNBALANCED_SOURCE)
+    def finite_completion(self, ctx) -> list[Verdict]:
+        out = []
+        for cell, p, crossed in self._crossings(ctx):
+            for r in crossed:
+                L, w11 = p["loss"][r][-1], abs(p["W11"][r][-1])
+                out.append(compare(self.title, "prediction", f"seed {cell.runs[r].seed}: after det W crossed zero the "
+                                   f"loss reaches {L:.3g} with |W_11| below the det > 0 bound (1 - rho)^2 / rho",
+                                   w11, "<", float(_lower_bound(L))))
+        return out
+
+    @staticmethod
+    def _crossings(ctx) -> list[tuple]:
+        """(cell, its paths, the runs whose resolved det W(t) crossed zero) of every unbalanced cell."""
+        def compute():
+            out = []
+            for cell in _part(ctx.results, "unbalanced"):
+                p = _paths(cell)
+                resolved = p["det_resolved"] > 0
+                crossed = [r for r in range(p["det"].shape[0])
+                           if p["det"][r][resolved[r]].min(initial=0.0) < 0 < p["det"][r][0]]
+                out.append((cell, p, crossed))
+            return out
+
+        return ctx.once("razin.unbalanced", compute)
 
 
 def _theorems(cell):
-    from implicitbias.theorems.matrix_factorization import RazinCohen2020
-
     return [RazinCohen2020()]
 
 
@@ -245,7 +271,7 @@ RAZIN = FactorizationExperiment(
                "|W_11| against the loss, balanced and unbalanced.", _rank_det_figure),
     ),
     theorems=_theorems,
-    claims=_claims,
+    claims=(RazinUnbalancedClaims(),),
     tables=_tables,
     settings_source="Ours (the survey gives no numbers): balanced init W_j = alpha I with alpha = 0.5 (det W(0) > 0); "
                     "gradient flow (Kvaerno5, rtol 1e-10, atol 1e-14) in physical time to loss 1e-8; depth 2 as the "

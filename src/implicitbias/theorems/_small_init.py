@@ -31,6 +31,7 @@ import dataclasses
 import math
 
 import numpy as np
+import scipy.stats
 
 from implicitbias.theorems.base import Verdict
 from implicitbias.theorems.fitting import linear_fit
@@ -56,6 +57,7 @@ class PowerLimit:
     hi: float = math.nan
 
     def describe(self, target: float) -> str:
+        """The fit in words, against the target limit (for a verdict's note)."""
         return (f"extrapolated limit of y = y_inf + c alpha^q: y_inf = {self.y_inf:.4g} +- {self.se:.2g} (SE at q = "
                 f"{self.q:.2f}), profile interval over q [{self.lo:.4g}, {self.hi:.4g}], {self.n} alphas; target "
                 f"{target:g}")
@@ -63,8 +65,6 @@ class PowerLimit:
 
 def power_limit(alpha, y) -> PowerLimit:
     """The fit y = y_inf + c alpha^q over the finite points (`PowerLimit`; at least 3 distinct alphas)."""
-    import scipy.stats
-
     a, v = np.asarray(alpha, np.float64).ravel(), np.asarray(y, np.float64).ravel()
     ok = np.isfinite(a) & np.isfinite(v) & (a > 0)
     a, v = a[ok], v[ok]
