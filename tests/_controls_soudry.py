@@ -78,7 +78,7 @@ def _pieces():
     data = _data2d()
     w_hat = data.info["w_svm"]
     probe = _linear(np.outer(np.log(np.maximum(TIME, 1.0)), w_hat) + w_hat)
-    w_tilde = soudry_w_tilde(probe, 0, svm_of(probe, 0, {}))
+    w_tilde = soudry_w_tilde(probe, 0, svm_of(probe, 0))
     perp = np.array([-w_hat[1], w_hat[0]]) / np.linalg.norm(w_hat)
     return w_hat, w_tilde, perp
 
@@ -119,7 +119,7 @@ def moving_limit_path(time=LIMIT_TIME):
     u = w_hat / np.linalg.norm(w_hat)
     par, perp = u * (u @ w_tilde), w_tilde - u * (u @ w_tilde)
     probe = _linear(soudry_path())
-    nu, _ = residual_rate(probe, 0, svm_of(probe, 0, {}))
+    nu, _ = residual_rate(probe, 0, svm_of(probe, 0))
     t = np.maximum(time, 1.0)
     factor = 1.5 - 0.5 * (t / t[-1]) ** -nu
     return np.outer(_log_t(time), w_hat) + par + factor[:, None] * perp[None, :]
@@ -182,7 +182,7 @@ def mc_moving_limit_path(time=LIMIT_TIME):
     par = (u * (u @ W_tilde.ravel())).reshape(W_hat.shape)
     perp = W_tilde - par
     probe = _multiclass(mc_path())
-    nu, _ = residual_rate(probe, 0, svm_of(probe, 0, {}))
+    nu, _ = residual_rate(probe, 0, svm_of(probe, 0))
     t = np.maximum(time, 1.0)
     factor = 1.5 - 0.5 * (t / t[-1]) ** -nu
     return _log_t(time)[:, None, None] * W_hat[None] + par[None] + factor[:, None, None] * perp[None]

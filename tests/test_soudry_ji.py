@@ -371,8 +371,12 @@ def test_multiclass_theorem_on_synthetic_paths():
 def test_speedup_claim_holds_for_normalized_gd_and_fails_for_a_slow_method():
     from types import SimpleNamespace
 
-    from implicitbias.experiments.soudry2018 import _claims
     from implicitbias.runs.results import Cell
+    from implicitbias.theorems.base import CellsContext
+    from implicitbias.theorems.soudry_claims import NormalizedSpeedup
+
+    def _claims(results):
+        return NormalizedSpeedup().check(CellsContext(results))
 
     def cell(ctx, part, method=None):
         spec = ctx.runs[0].replace(part=part, **({"method": method} if method else {}))
@@ -409,10 +413,10 @@ def test_item_controls_passed_the_old_checks():
             keep = window & (time > 1.0)
             assert fitted_slope(np.log(np.log(time[keep])), np.log(gap[keep]))[0] < 0, c.id
         elif "x ||w(t)||" in c.prediction:
-            svm = svm_of(ctx, 0, {})
+            svm = svm_of(ctx, 0)
             w_tilde, u = soudry_w_tilde(ctx, 0, svm), svm.direction.ravel()
             limit = np.linalg.norm(w_tilde - u * (u @ w_tilde))
-            assert abs(angle_gaps(ctx, {})[0][-1] * norm[0][-1] / limit - 1.0) <= 0.1, c.id
+            assert abs(angle_gaps(ctx)[0][-1] * norm[0][-1] / limit - 1.0) <= 0.1, c.id
         else:
-            gap = angle_gaps(ctx, {})[0] if c.prediction.startswith("angle") else margin_gap(ctx.results, ctx, {})[0]
+            gap = angle_gaps(ctx)[0] if c.prediction.startswith("angle") else margin_gap(ctx.results, ctx)[0]
             assert -gap_fit(time, gap, norm[0], window)[0].slope >= 0.5, c.id

@@ -21,7 +21,13 @@ from implicitbias.experiments.figures import finish, plt
 from implicitbias.experiments.soudry2018 import MaxMarginExperiment, write_csv
 from implicitbias.losses import Loss
 from implicitbias.models import DeepLinear
-from implicitbias.theorems.ji_telgarsky import imbalances, layer_quantities, non_rank_one_bound, trajectory_layers
+from implicitbias.theorems.ji_telgarsky import (
+    JiTelgarskyAlignment,
+    imbalances,
+    layer_quantities,
+    non_rank_one_bound,
+    trajectory_layers,
+)
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 
@@ -105,8 +111,6 @@ def _tables(results, out_dir):
 
 
 def _theorems(cell):
-    from implicitbias.theorems.ji_telgarsky import JiTelgarskyAlignment
-
     return [JiTelgarskyAlignment()]
 
 

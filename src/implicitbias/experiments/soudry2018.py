@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import math
 from pathlib import Path
 
 import numpy as np
@@ -22,28 +21,32 @@ from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig, expand
 from implicitbias.experiments.figures import finish, plt
 from implicitbias.losses import Loss
-from implicitbias.models import Linear
-from implicitbias.theorems.base import compare
-from implicitbias.theorems.fitting import fitted_slope, late_window
+from implicitbias.models import Linear, MulticlassLinear
+from implicitbias.reference import NonSeparableDataError, check_separable, multiclass_svm
+from implicitbias.runs.execute import dataset_of
+from implicitbias.theorems.base import RunContext
+from implicitbias.theorems.fitting import late_window
+from implicitbias.theorems.max_margin import constraint_system
+from implicitbias.theorems.soudry import NacsonNormalizedGD, NacsonSGD, SoudryMulticlass, SoudryTheorem3
+from implicitbias.theorems.soudry_claims import NormalizedSpeedup, cell_svm, cells_of, limit_level, run_curves, run_fits
 from implicitbias.training.methods import GD
 from implicitbias.training.stopping import Stop
 
 #: normalised GD multiplies the gradient by 1/L: stop before L underflows to 0 in float64 (q ~ 575)
 STOP = Stop(max_steps=1_000_000, loss_tol=1e-250)
-#: steps normalised GD may take at most to reach GD's final angle gap, as a fraction of GD's steps
-SPEEDUP = 1e-2
 
 
 @dataclasses.dataclass(frozen=True)
 class MaxMarginExperiment(Experiment):
     """An experiment whose theorems compare with a max-margin predictor: every run's training data must be
     linearly separable through the origin, checked when the runs are declared (before anything trains); the
-    error names the points that cannot be separated."""
+    error names the points that cannot be separated.
+
+    The runs are the config's grid and parts (`expand`); `runs` is overridden only to refuse data that are not
+    separable before anything trains (`Experiment` has no other place for a check on the declared runs)."""
 
     def runs(self, config: ExperimentConfig) -> list:
-        from implicitbias.reference import NonSeparableDataError, check_separable, multiclass_svm
-        from implicitbias.runs.execute import dataset_of
-
+        """The runs of `config` (`expand`), once every data set they train on is known to be separable."""
         runs = expand(config)
         seen = set()
         for spec in runs:
@@ -53,7 +56,9 @@ class MaxMarginExperiment(Experiment):
             data = dataset_of(spec)
             try:
                 if data.task == "multiclass":
-                    multiclass_svm(data.X, data.y.astype(int), int(getattr(spec.model, "classes", data.y.max() + 1)))
+                    model = spec.model
+                    classes = model.classes if isinstance(model, MulticlassLinear) else data.y.max() + 1
+                    multiclass_svm(data.X, data.y.astype(int), int(classes))
                 else:
                     check_separable(data.X, data.y)
             except NonSeparableDataError as exc:
@@ -63,6 +68,7 @@ class MaxMarginExperiment(Experiment):
 
 
 def write_csv(path: Path, header: list[str], rows: list[list]) -> Path:
+    """Write `rows` under `header` to the CSV file `path` (its folder created) and return the path."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
@@ -75,96 +81,9 @@ def _fmt(v) -> str:
     return f"{v:.10g}" if isinstance(v, float | np.floating) else str(v)
 
 
-# -- per-run quantities -----------------------------------------------------------------------------------------
-#: max-margin references by data key (a content hash of the generator spec and seed)
-_SVMS: dict = {}
-
-
-def _svm(cell, r):
-    from implicitbias.theorems.base import RunContext
-    from implicitbias.theorems.soudry import svm_of
-
-    return svm_of(RunContext.of(cell), r, _SVMS)
-
-
-def run_curves(cell, r: int) -> dict[str, np.ndarray]:
-    """Run r's curves (t > 0 only): step, time, ||w||, loss, angle gap, margin gap, angle gap x log t."""
-    from implicitbias.theorems.base import RunContext
-    from implicitbias.theorems.soudry import angle_gaps
-
-    ds = cell.results
-    t = ds["time"].values[r]
-    keep = t > 0
-    svm = _svm(cell, r)
-    gap = angle_gaps(RunContext.of(cell), _SVMS)[r]
-    out = {"step": ds["step"].values[r], "time": t, "norm": ds["param_norm"].values[r], "loss": ds["loss"].values[r],
-           "angle_gap": gap, "margin_gap": (svm.margin - ds["normalized_margin"].values[r]) / svm.margin}
-    out["angle_gap_x_log_t"] = np.where(t > 1, gap * np.log(np.maximum(t, 1.0)), np.nan)
-    out["angle_gap_x_norm"] = gap * out["norm"]
-    return {k: np.asarray(v, dtype=float)[keep] for k, v in out.items()}
-
-
-def run_fits(cell, r: int) -> dict[str, float]:
-    """The fitted rates of run r on its late checkpoints (angle_q, margin_q: the exponents q of gap ~ ||w||^-q that
-    the theorems judge against 1; angle_p, margin_p: the exponents of (log t)^-p, for the figure)."""
-    from implicitbias.theorems.soudry import log_rate, power_rate
-
-    c = run_curves(cell, r)
-    window = late_window(c["time"])
-    svm = _svm(cell, r)
-    slope, r2 = fitted_slope(np.log(c["time"][window]), c["norm"][window])
-    return {"w_hat_norm": 1.0 / svm.margin, "norm_slope": slope, "norm_r2": r2,
-            "norm_intercept": float(np.mean(c["norm"][window] - slope * np.log(c["time"][window]))),
-            "loss_slope": power_rate(c["time"], c["loss"], window)[0],
-            "angle_p": log_rate(c["time"], c["angle_gap"], window)[0],
-            "margin_p": log_rate(c["time"], c["margin_gap"], window)[0],
-            "angle_slope_t": power_rate(c["time"], c["angle_gap"], window)[0],
-            "angle_q": _gap_q(cell, r, "angle_gap"), "margin_q": _gap_q(cell, r, "margin_gap"),
-            "final_angle_gap": float(c["angle_gap"][-1]), "final_angle_gap_x_norm": float(c["angle_gap_x_norm"][-1]),
-            "gd_limit_P_w_tilde": _limit_level(cell, r), "final_t_loss": float(c["time"][-1] * c["loss"][-1]),
-            "w_hat_norm_sq": 1.0 / svm.margin**2, "steps": float(c["step"][-1])}
-
-
-def _gap_q(cell, r: int, name: str) -> float:
-    """q of gap ~ ||w||^-q over run r's late checkpoints, on the same window as the theorems (`soudry.gap_fit`)."""
-    from implicitbias.theorems.soudry import gap_fit
-
-    ds = cell.results
-    t, norm = ds["time"].values[r], ds["param_norm"].values[r]
-    gap = run_curves_full(cell, r)[name]
-    return -gap_fit(t, gap, norm, late_window(t))[0].slope
-
-
-def run_curves_full(cell, r: int) -> dict[str, np.ndarray]:
-    """Run r's angle and margin gaps over every checkpoint (t = 0 included)."""
-    from implicitbias.theorems.base import RunContext
-    from implicitbias.theorems.soudry import angle_gaps
-
-    ds, svm = cell.results, _svm(cell, r)
-    return {"angle_gap": angle_gaps(RunContext.of(cell), _SVMS)[r],
-            "margin_gap": (svm.margin - ds["normalized_margin"].values[r]) / svm.margin}
-
-
-def _cells(results, data_kind: str) -> dict[str, object]:
-    return {c.spec.method.kind: c for c in results.cells if c.spec.part.startswith(data_kind)}
-
-
 # -- figures -----------------------------------------------------------------------------------------------------
 LABELS = {"gd": "GD", "normalized_gd": "normalised GD", "sgd": "SGD"}
 COLORS = {"gd": "C1", "normalized_gd": "C2", "sgd": "C4"}
-
-
-def _limit_level(cell, r: int) -> float:
-    """||P w_tilde||, the level angle gap x ||w(t)|| tends to under GD (nan when w_tilde is not determined)."""
-    from implicitbias.theorems.base import RunContext
-    from implicitbias.theorems.soudry import soudry_w_tilde
-
-    svm = _svm(cell, r)
-    w_tilde = soudry_w_tilde(RunContext.of(cell), r, svm)
-    if w_tilde is None:
-        return math.nan
-    u = svm.direction.ravel()
-    return float(np.linalg.norm(w_tilde - u * (u @ w_tilde)))
 
 
 def _curve_panels(axes, cells):
@@ -194,7 +113,7 @@ def _curve_panels(axes, cells):
                      label=f"fit: t^{fit['loss_slope']:.3g}")
         axes[2].plot(late, c["angle_gap"][i0] * (np.log(t) / np.log(t[0])) ** -fit["angle_p"], "--", color=col,
                      lw=0.8, label=f"fit: (log t)^-{fit['angle_p']:.3g}")
-        if kind == "gd" and np.isfinite(level := _limit_level(cell, 0)):
+        if kind == "gd" and np.isfinite(level := limit_level(cell, 0)):
             axes[4].axhline(level, color=col, ls=":", lw=1.2, label=f"GD limit ||P w_tilde|| = {level:.3g}")
     if top > 0:
         axes[0].set_ylim(0.0, 1.3 * top)
@@ -212,7 +131,7 @@ def _curve_panels(axes, cells):
 
 def _data_panel(ax, cells):
     cell = cells["gd"]
-    data, svm = cell.data[0], _svm(cell, 0)
+    data, svm = cell.data[0], cell_svm(cell, 0)
     X, y = data.X, data.y
     ax.scatter(*X[y > 0].T, marker="+", color="C3", label="y = +1")
     ax.scatter(*X[y < 0].T, marker="o", facecolors="none", edgecolors="C0", label="y = -1")
@@ -239,10 +158,7 @@ def _data_panel(ax, cells):
 def _multiclass_panel(ax, cell):
     """Every multiclass margin constraint <w_(y_i) - w_c, x_i> / ||W|| over time, in units of the SVM margin: those of
     the support (solid) tend to 1, the others (grey) stay above it."""
-    from implicitbias.theorems.base import RunContext
-    from implicitbias.theorems.soudry import constraint_system
-
-    svm = _svm(cell, 0)
+    svm = cell_svm(cell, 0)
     A, lam = constraint_system(RunContext.of(cell), 0, svm)
     ds = cell.results
     t = ds["time"].values[0]
@@ -269,7 +185,7 @@ def _multiclass_panel(ax, cell):
 
 def _figure(data_kind: str):
     def draw(results):
-        cells = _cells(results, data_kind)
+        cells = cells_of(results, data_kind)
         fig, grid = plt.subplots(2, 3, figsize=(14, 8.5))
         axes = list(grid.ravel())
         if data_kind == "2d":
@@ -296,7 +212,7 @@ CURVE_COLUMNS = ["step", "time", "norm", "loss", "angle_gap", "margin_gap", "ang
 def _tables(results, out_dir):
     out_dir, written = Path(out_dir), []
     for kind in ("2d", "highdim", "multiclass"):
-        cells = _cells(results, kind)
+        cells = cells_of(results, kind)
         if not cells:
             continue
         curves, fits = [], []
@@ -310,56 +226,15 @@ def _tables(results, out_dir):
         written.append(write_csv(out_dir / f"soudry_fig1_{kind}_fits.csv", ["method", "trial", "lr"]
                                  + list(run_fits(next(iter(cells.values())), 0)), fits))
         if kind == "2d" and "gd" in cells:
-            data, svm = cells["gd"].data[0], _svm(cells["gd"], 0)
+            data, svm = cells["gd"].data[0], cell_svm(cells["gd"], 0)
             rows = [[_fmt(x[0]), _fmt(x[1]), _fmt(yy), int(i in set(svm.support.tolist()))]
                     for i, (x, yy) in enumerate(zip(data.X, data.y))]
             written.append(write_csv(out_dir / "soudry_fig1_2d_data.csv", ["x1", "x2", "y", "support_vector"], rows))
     return written
 
 
-# -- claims across cells ---------------------------------------------------------------------------------------
-def steps_to_reach(cell, r: int, target: float) -> float:
-    """The first recorded iteration k at which run r's angle gap is <= target (inf if never)."""
-    c = run_curves(cell, r)
-    hit = np.flatnonzero(c["angle_gap"] <= target)
-    return float(c["step"][hit[0]]) if hit.size else math.inf
-
-
-def _speedup(gd, ngd, r: int) -> tuple[float, str]:
-    """steps(NGD) / steps(GD) for GD's run r: the first iteration at which normalised GD (same data) reaches the
-    angle gap GD has after all its steps. Not reached within its run: at least its length / GD's (a failure when
-    that already exceeds SPEEDUP, else undecided: nan)."""
-    spec, c = gd.runs[r], run_curves(gd, r)
-    target, steps_gd = c["angle_gap"][-1], c["step"][-1]
-    match = [q for q, s in enumerate(ngd.runs) if s.data_seed == spec.data_seed]
-    if not match:
-        return math.nan, f"trial {spec.trial}: no normalised GD run on the same data"
-    reached, note = steps_to_reach(ngd, match[0], target), ""
-    if math.isinf(reached):
-        last = run_curves(ngd, match[0])["step"][-1]
-        reached, note = (last if last / steps_gd > SPEEDUP else math.nan), " (or later: not within its run)"
-    return reached / steps_gd, (f"trial {spec.trial}: GD angle gap {target:.3g} after {steps_gd:.0f} steps, "
-                                f"normalised GD reaches it at step {reached:.0f}{note}")
-
-
-def _claims(results):
-    title = "Nacson et al. 2019 / Soudry et al. 2018"
-    out = []
-    for kind in ("2d", "highdim"):
-        cells = _cells(results, kind)
-        if not {"gd", "normalized_gd"} <= set(cells):
-            continue
-        ratios, notes = zip(*(_speedup(cells["gd"], cells["normalized_gd"], r) for r in range(len(cells["gd"].runs))))
-        out.append(compare(title, "prediction", f"{kind}: normalised GD reaches GD's final angle gap in orders of "
-                           f"magnitude fewer steps: steps(NGD) / steps(GD), worst trial", float(np.max(ratios)), "<=", SPEEDUP,
-                           "; ".join(notes)))
-    return out
-
-
 def _theorems(cell):
-    from implicitbias.theorems.soudry import NacsonNormalizedGD, NacsonSGD, SoudryMulticlass, SoudryTheorem3
-
-    if cell.spec.model.kind == "multiclass_linear":
+    if isinstance(cell.spec.model, MulticlassLinear):
         return [SoudryMulticlass()]
     kind = cell.spec.method.kind
     return [{"gd": SoudryTheorem3, "sgd": NacsonSGD, "normalized_gd": NacsonNormalizedGD}[kind]()]
@@ -423,7 +298,7 @@ SOUDRY = MaxMarginExperiment(
                     "over ||W||, in units of the SVM margin (support constraints -> 1); the same curves against the "
                     "multiclass SVM.", _figure("multiclass"))),
     theorems=_theorems,
-    claims=_claims,
+    claims=(NormalizedSpeedup(),),
     tables=_tables,
     settings_source="Ours (the paper's Figure 1 uses a 2-D set with a known SVM; its step sizes are not given): "
                     "KnownSVM2D (n = 16, margin 0.5, two support vectors), Separable (n = 20, d = 100, margin 0.5), "

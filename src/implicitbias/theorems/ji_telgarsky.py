@@ -42,23 +42,18 @@ L = 2 and 0.754 at L = 4 against ||w||, where 1 - 1/L = 0.5 and 0.75.)
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 import pydantic
 
-from implicitbias.theorems.base import Theorem, Verdict
+from implicitbias.metrics.extrapolation import extrapolate
+from implicitbias.models import DeepLinear
+from implicitbias.theorems.base import Theorem, Verdict, assumption, prediction
 from implicitbias.theorems.fitting import curve, fitted_slope, flag, late_window, linear_fit, over_runs, run_labels
 from implicitbias.theorems.frei import loss_verdict
-from implicitbias.theorems.soudry import (
-    constraint_system,
-    extrapolate,
-    negated,
-    rate_over_runs,
-    separability_verdict,
-    svm_of,
-)
+from implicitbias.theorems.max_margin import constraint_system, separability_verdict, svm_of
+from implicitbias.theorems.rates_common import negated, rate_over_runs
 
 
 # -- the layers along a run ------------------------------------------------------------------------------------
@@ -167,27 +162,48 @@ class JiTelgarskyAlignment(Theorem):
     def title(self) -> str:
         return "Ji & Telgarsky 2019, Theorem 2.2"
 
-    def assumptions(self, run) -> list[Verdict]:
-        T, model, kind = self.title, run.spec.model, run.spec.method.kind
-        deep = model.kind == "deep_linear" and model.depth >= 2
+
+    @assumption("the data are linearly separable through the origin", source="Ji & Telgarsky 2019, Assumption 2.1")
+    def separable(self, run) -> Verdict:
+        return separability_verdict(self.title, run)
+
+    @assumption("the model is a deep linear network of depth L >= 2", source="Ji & Telgarsky 2019, Sec. 2")
+    def deep_linear(self, run) -> Verdict:
+        model = run.spec.model
+        deep = isinstance(model, DeepLinear)
+        return flag(self.title, "assumption", "deep linear network f(x) = W_L ... W_1 x, depth L >= 2",
+                    deep and model.depth >= 2, f"model = {model.kind}" + (f", depth {model.depth}" if deep else ""))
+
+    @assumption("the loss is exponentially tailed (logistic or exponential)", source="Ji & Telgarsky 2019, Sec. 2")
+    def tailed_loss(self, run) -> Verdict:
+        return loss_verdict(self.title, run)
+
+    @assumption("the method is gradient flow (or GD, its small-step limit)", source="Ji & Telgarsky 2019, Theorem 2.2")
+    def flow(self, run) -> Verdict:
+        kind = run.spec.method.kind
+        return flag(self.title, "assumption", "method is gradient flow (or GD, its small-step limit)",
+                    kind in ("gf", "gd"), f"method = {kind}")
+
+    @assumption("the risk falls below l(0)/n (the theorem's initial condition)",
+                source="Ji & Telgarsky 2019, Theorem 2.2 (initial condition L(W(0)) < l(0)/n)")
+    def initial_condition(self, run) -> Verdict:
         loss = curve(run.results, "loss")
         ratio = [float(np.min(loss[r]) * run.data[r].n / run.spec.loss.value_at_zero) if loss is not None else math.nan
                  for r in range(run.n_runs)]
-        return [
-            separability_verdict(T, run, {}),
-            flag(T, "assumption", "deep linear network f(x) = W_L ... W_1 x, depth L >= 2", deep,
-                 f"model = {model.kind}" + (f", depth {model.depth}" if model.kind == "deep_linear" else "")),
-            loss_verdict(T, run),
-            flag(T, "assumption", "method is gradient flow (or GD, its small-step limit)", kind in ("gf", "gd"),
-                 f"method = {kind}"),
-            over_runs(T, "assumption", "the risk falls below l(0)/n (the initial condition, from that time on): "
-                      "min_t n L(t) / l(0)", ratio, "<", 1.0, where="", labels=run_labels(run)),
-        ]
+        return over_runs(self.title, "assumption", "the risk falls below l(0)/n (the initial condition, from that "
+                         "time on): min_t n L(t) / l(0)", ratio, "<", 1.0, where="", labels=run_labels(run))
 
-    def predictions(self, run) -> list[Verdict]:
-        res, depth, labels = run.results, getattr(run.spec.model, "depth", 1), run_labels(run)
-        over = functools.partial(over_runs, self.title, "prediction", labels=labels)
-        late = f"over the last {self.late_fraction:g} of the checkpoints"
+    @staticmethod
+    def _depth(run) -> int:
+        model = run.spec.model
+        return model.depth if isinstance(model, DeepLinear) else 1
+
+    def _measured(self, run) -> dict:
+        """Every run's quantities, once per run context (the predictions read them)."""
+        return run.once(f"{self!r}.measured", lambda: self._measure(run))
+
+    def _measure(self, run) -> dict:
+        res, depth = run.results, self._depth(run)
         time, loss, gap = curve(res, "time"), curve(res, "loss"), curve(res, "unit_distance_to_reference")
         rows = {k: [] for k in ("loss", "grow", "drift", "tail", "sin")}
         notes = {k: [] for k in rows}
@@ -208,33 +224,71 @@ class JiTelgarskyAlignment(Theorem):
                     notes[k].append("parameters not recorded at every checkpoint (keep_trajectory)")
                 continue
             self._layers(Ws, time[r], window, rows, notes)
-        return [
-            over(f"depth {depth}: "
-                 "risk -> 0: fitted slope of log L against log t", rows["loss"], "<", 0.0, where=late,
-                 run_notes=notes["loss"]),
-            over(f"depth {depth}: "
-                 "||W_i|| -> infinity like (log t)^(1/L): |L x fitted exponent of sigma_1(W_i) against log t - 1| (worst "
-                 "layer i < L)", rows["grow"], "<=", self.growth_tol, where=late, run_notes=notes["grow"]),
-            over(f"depth {depth}: "
-                 "the imbalance D_i = W_(i+1)^T W_(i+1) - W_i W_i^T is conserved: max_(i,t) ||D_i(t) - D_i(0)||_2 / "
-                 "sigma_1^2", rows["drift"], "<=", self.invariant_rtol, where="", run_notes=notes["drift"]),
-            over(f"depth {depth}: "
-                 "srank(W_i) -> 1: (||W_i||_F^2 - ||W_i||_2^2) / B_i(0) <= 1, i.e. srank(W_i) - 1 <= B_i(0) / "
-                 "||W_i||_2^2 (worst layer i < L)", rows["tail"], "<=", 1.0 + self.bound_rtol,
-                 run_notes=notes["tail"]),
-            over(f"depth {depth}: "
-                 "adjacent layers align: sin angle(v_(i+1), u_i) <= 2 ||D_i(0)||_2 / gap_i (worst pair; measured / "
-                 "bound)", rows["sin"], "<=", 1.0 + self.bound_rtol, run_notes=notes["sin"]),
-            rate_over_runs(self.title, f"depth {depth}: end-to-end (W_L...W_1)^T -> SVM direction at the derived rate: "
-                           "fitted q of the direction error ~ ||w||^-q against 1/L (its part orthogonal to the support "
-                           "vectors) or 1 (none: read once the in-span part has relaxed); wrong rates 0 (no "
-                           "convergence) and 1 (resp. 2)", fits,
-                           predicted, competitors, labels, [f"{late}; {n}" for n in fit_notes]),
-            self._limit_verdict(f"depth {depth}: end-to-end unit distance to the SVM direction -> 0: extrapolated "
-                                "limit y_inf of y_inf + c ||w||^-q (q the derived rate; the part orthogonal to the "
-                                "support vectors where there is one), |y_inf| <= 2 se < last value",
-                                limits, labels),
-        ]
+        return {"rows": rows, "notes": notes, "fits": fits, "predicted": predicted, "competitors": competitors,
+                "fit_notes": fit_notes, "limits": limits}
+
+    def _late(self) -> str:
+        return f"over the last {self.late_fraction:g} of the checkpoints"
+
+    def _row(self, run, key: str, statement: str, relation: str, bound: float, where: str) -> Verdict:
+        m = self._measured(run)
+        return over_runs(self.title, "prediction", f"depth {self._depth(run)}: {statement}", m["rows"][key], relation,
+                         bound, where=where, labels=run_labels(run), run_notes=m["notes"][key])
+
+    @prediction("the risk tends to 0", source="Ji & Telgarsky 2019, Theorem 2.2 (i)")
+    def risk_to_zero(self, run) -> Verdict:
+        return self._row(run, "loss", "risk -> 0: fitted slope of log L against log t", "<", 0.0, self._late())
+
+    @prediction("||W_i|| -> infinity like (log t)^(1/L)", threshold="growth_tol",
+                source="Ji & Telgarsky 2019, Theorem 2.2 (i); the rate from Lyu & Li 2020 (q_min = log t + "
+                       "(2 - 2/L) log log t + O(1)); growth_tol: ours, the log log t correction")
+    def layer_growth(self, run) -> Verdict:
+        return self._row(run, "grow", "||W_i|| -> infinity like (log t)^(1/L): |L x fitted exponent of sigma_1(W_i) "
+                         "against log t - 1| (worst layer i < L)", "<=", self.growth_tol, self._late())
+
+    @prediction("gradient flow conserves the imbalances D_i = W_(i+1)^T W_(i+1) - W_i W_i^T",
+                threshold="invariant_rtol",
+                source="Arora et al. 2018; Du et al. 2018; invariant_rtol: ours, an ODE solver's error at rtol 1e-6")
+    def imbalance_conserved(self, run) -> Verdict:
+        return self._row(run, "drift", "the imbalance D_i = W_(i+1)^T W_(i+1) - W_i W_i^T is conserved: "
+                         "max_(i,t) ||D_i(t) - D_i(0)||_2 / sigma_1^2", "<=", self.invariant_rtol, "")
+
+    @prediction("srank(W_i) -> 1 within the bound B_i(0) / ||W_i||_2^2", threshold="bound_rtol",
+                source="Ji & Telgarsky 2019, Theorem 2.2 (ii); the bound derived here (Weyl's inequality on the "
+                       "conserved imbalances, module docstring); bound_rtol: ours, the solver's error in D_i")
+    def rank_one(self, run) -> Verdict:
+        return self._row(run, "tail", "srank(W_i) -> 1: (||W_i||_F^2 - ||W_i||_2^2) / B_i(0) <= 1, i.e. srank(W_i) - "
+                         "1 <= B_i(0) / ||W_i||_2^2 (worst layer i < L)", "<=", 1.0 + self.bound_rtol,
+                         "at the final checkpoint")
+
+    @prediction("adjacent layers align within the Davis-Kahan bound 2 ||D_i(0)||_2 / gap_i", threshold="bound_rtol",
+                source="Ji & Telgarsky 2019, Theorem 2.2 (iii); the bound derived here (Davis-Kahan, Yu, Wang & "
+                       "Samworth 2015, Theorem 1); bound_rtol: ours, the solver's error in D_i")
+    def layers_align(self, run) -> Verdict:
+        return self._row(run, "sin", "adjacent layers align: sin angle(v_(i+1), u_i) <= 2 ||D_i(0)||_2 / gap_i "
+                         "(worst pair; measured / bound)", "<=", 1.0 + self.bound_rtol, "at the final checkpoint")
+
+    @prediction("the end-to-end vector turns to the SVM direction at the derived rate", threshold="relax_max",
+                source="Ji & Telgarsky 2019, Theorem 2.2 (iv) (the limit); the rate ||w||^(-1/L) derived here "
+                       "(module docstring); tolerance: the fitted exponent's 95% interval nearer the derived one than "
+                       "the nearest wrong ones (rate_verdict)")
+    def direction_rate(self, run) -> Verdict:
+        m, depth = self._measured(run), self._depth(run)
+        return rate_over_runs(self.title, f"depth {depth}: end-to-end (W_L...W_1)^T -> SVM direction at the derived "
+                              "rate: fitted q of the direction error ~ ||w||^-q against 1/L (its part orthogonal to the "
+                              "support vectors) or 1 (none: read once the in-span part has relaxed); wrong rates 0 (no "
+                              "convergence) and 1 (resp. 2)", m["fits"], m["predicted"], m["competitors"],
+                              run_labels(run), [f"{self._late()}; {n}" for n in m["fit_notes"]])
+
+    @prediction("the end-to-end unit distance to the SVM direction tends to 0",
+                source="Ji & Telgarsky 2019, Theorem 2.2 (iv); the limit extrapolated along the derived rate, "
+                       "judged against twice its uncertainty")
+    def direction_limit(self, run) -> Verdict:
+        m = self._measured(run)
+        return self._limit_verdict(f"depth {self._depth(run)}: end-to-end unit distance to the SVM direction -> 0: "
+                                   "extrapolated limit y_inf of y_inf + c ||w||^-q (q the derived rate; the part "
+                                   "orthogonal to the support vectors where there is one), |y_inf| <= 2 se < last "
+                                   "value", m["limits"], run_labels(run))
 
     def _loss_trend(self, r, window, time, loss, rows, notes) -> None:
         if time is None or loss is None:
@@ -259,7 +313,7 @@ class JiTelgarskyAlignment(Theorem):
         if Ws is None:
             why = "parameters not recorded at every checkpoint (keep_trajectory)"
             return empty, 1.0, (0.0, 2.0), why, why
-        svm = svm_of(run, r, {})
+        svm = svm_of(run, r)
         if svm is None:
             return empty, 1.0, (0.0, 2.0), "no SVM: data not separable", "no SVM"
         w = end_to_end(Ws)
