@@ -23,9 +23,10 @@ from implicitbias.experiments.figures import write_dict_csv as _write_csv
 from implicitbias.losses import Loss
 from implicitbias.models import Linear
 from implicitbias.reference import min_l1_interpolator, min_l2_interpolator
-from implicitbias.theorems.base import compare
+from implicitbias.reference.memo import memoized
+from implicitbias.theorems.base import CellsTheorem, Verdict, compare, prediction
 from implicitbias.theorems.linear_regression import BregmanLimit, initial_point, potential_of, predicted_limit
-from implicitbias.training.methods import GD, MirrorDescent
+from implicitbias.training.methods import GD, HyperbolicEntropy, Lp, MirrorDescent
 from implicitbias.training.stopping import Stop
 
 TITLE = "Linear regression and mirror descent (S7)"
@@ -104,7 +105,9 @@ def _limits_from_zero(results) -> list[dict]:
         if spec.init_scale != 0.0:
             continue
         X, y = np.asarray(data.X, float), np.asarray(data.y, float)
-        l2, l1 = min_l2_interpolator(X, y), min_l1_interpolator(X, y)
+        key = spec.data_key()
+        l2 = memoized("min_l2_interpolator", key, {}, lambda X=X, y=y: min_l2_interpolator(X, y))
+        l1 = memoized("min_l1_interpolator", key, {}, lambda X=X, y=y: min_l1_interpolator(X, y))
         teacher = np.asarray(data.info["w_star"], float)
         rel = lambda a, b: float(np.linalg.norm(a - b) / np.linalg.norm(b))
         rows.append({"part": spec.part, "potential": _label(spec), "seed": spec.seed, "data_seed": spec.data_seed,
@@ -155,36 +158,77 @@ def _finals(results, part: str) -> dict[tuple, np.ndarray]:
             for i in results.select(part=part) for s in [results.runs[i]]}
 
 
-def _claims(results):
-    out = []
-    gd, sgd = _finals(results, "gd"), _finals(results, "sgd")
-    pairs = [k for k in gd if k in sgd]
-    gap = max((float(np.linalg.norm(sgd[k] - gd[k]) / np.linalg.norm(gd[k])) for k in pairs), default=None)
-    tol = BregmanLimit().tol_euclidean
-    out.append(compare(TITLE, "prediction", "SGD reaches the same point as GD from the same w0: "
-                       "|w_SGD - w_GD| / |w_GD| <= 2 tol (both within tol of w0 + X^+ (y - X w0))",
-                       gap, "<=", 2 * tol, note=f"worst of {len(pairs)} pairs"))
+def _potential_key(cell) -> tuple[str, float] | None:
+    """(potential kind, its parameter) of a cell's method: ("lp", p), ("hyperbolic", beta), ("lp", 2.0) for GD;
+    None for SGD."""
+    method = cell.spec.method
+    if isinstance(method, MirrorDescent):
+        potential = method.potential
+        if isinstance(potential, Lp):
+            return potential.kind, potential.p
+        if isinstance(potential, HyperbolicEntropy):
+            return potential.kind, potential.beta
+        return potential.kind, None
+    return ("lp", 2.0) if cell.spec.part == "gd" else None
+
+
+def _distances_to_l1(results) -> dict[tuple, float]:
+    """Potential (kind, parameter) -> median relative distance of the limit from 0 to the min-l1 interpolator."""
     rows = _limits_from_zero(results)
-    to_l1 = {}  # potential (kind, parameter) -> median relative distance of the limit from 0 to the min-l1 interpolator
+    to_l1 = {}
     for cell in results.cells:
-        method = cell.spec.method
-        key = (method.potential.kind, getattr(method.potential, "p", getattr(method.potential, "beta", None))) \
-            if isinstance(method, MirrorDescent) else ("lp", 2.0) if cell.spec.part == "gd" else None
+        key = _potential_key(cell)
         values = [row["to_min_l1"] for row in rows if row["part"] == cell.spec.part]
         if key is not None and values:
             to_l1[key] = float(np.median(values))
-    note = "relative distances to argmin |w|_1 s.t. Xw = y, median over the runs from w0 = 0"
-    ps = sorted(v for k, v in to_l1 if k == "lp")
-    if len(ps) >= 2:
-        out.append(compare(TITLE, "prediction", f"as p -> 1 the limit from 0 approaches the min-l1 interpolator: "
-                           f"distance at p = {ps[0]:g} below p = {ps[-1]:g}" + (" (GD)" if ps[-1] == 2.0 else ""),
-                           to_l1[("lp", ps[0])], "<", to_l1[("lp", ps[-1])], note=note))
-    betas = sorted(v for k, v in to_l1 if k == "hyperbolic")
-    if len(betas) >= 2:
-        out.append(compare(TITLE, "prediction", "as beta -> 0 the hyperbolic-entropy limit from 0 approaches the "
-                           f"min-l1 interpolator: distance at beta = {betas[0]:g} below beta = {betas[-1]:g}",
-                           to_l1[("hyperbolic", betas[0])], "<", to_l1[("hyperbolic", betas[-1])], note=note))
-    return out
+    return to_l1
+
+
+#: the note of the geometry claims
+TO_L1 = "relative distances to argmin |w|_1 s.t. Xw = y, median over the runs from w0 = 0"
+
+
+class GeometryClaims(CellsTheorem):
+    """The claims of S7 across the cells of the experiment: SGD reaches GD's point, and smaller p (l_p^p) or beta
+    (hyperbolic entropy) move the limit from 0 towards the min-l1 interpolator."""
+
+    @property
+    def title(self) -> str:
+        return TITLE
+
+    @prediction("SGD reaches the same point as GD from the same w0", threshold="",
+                source="Gunasekar et al. 2018 (ICML), Sec. 2: both converge to w0 + X^+ (y - X w0); bound: 2 x "
+                       "BregmanLimit.tol_euclidean (each within tol of it)")
+    def sgd_is_gd(self, ctx) -> Verdict:
+        gd, sgd = _finals(ctx.results, "gd"), _finals(ctx.results, "sgd")
+        pairs = [k for k in gd if k in sgd]
+        gap = max((float(np.linalg.norm(sgd[k] - gd[k]) / np.linalg.norm(gd[k])) for k in pairs), default=None)
+        tol = BregmanLimit().tol_euclidean
+        return compare(TITLE, "prediction", "SGD reaches the same point as GD from the same w0: "
+                       "|w_SGD - w_GD| / |w_GD| <= 2 tol (both within tol of w0 + X^+ (y - X w0))",
+                       gap, "<=", 2 * tol, note=f"worst of {len(pairs)} pairs")
+
+    @prediction("as p -> 1 the l_p^p limit from 0 approaches the min-l1 interpolator",
+                source="survey (seed 002); Gunasekar et al. 2018 (ICML), Sec. 2 (the limit minimises the potential)")
+    def lp_to_l1(self, ctx) -> list[Verdict]:
+        to_l1 = ctx.once("to_l1", lambda: _distances_to_l1(ctx.results))
+        ps = sorted(v for k, v in to_l1 if k == "lp")
+        if len(ps) < 2:
+            return []
+        return [compare(TITLE, "prediction", f"as p -> 1 the limit from 0 approaches the min-l1 interpolator: "
+                        f"distance at p = {ps[0]:g} below p = {ps[-1]:g}" + (" (GD)" if ps[-1] == 2.0 else ""),
+                        to_l1[("lp", ps[0])], "<", to_l1[("lp", ps[-1])], note=TO_L1)]
+
+    @prediction("as beta -> 0 the hyperbolic-entropy limit from 0 approaches the min-l1 interpolator",
+                source="survey (seed 002); Woodworth et al. 2020 (the hyperbolic entropy tends to l1 as beta -> 0)")
+    def hyperbolic_to_l1(self, ctx) -> list[Verdict]:
+        to_l1 = ctx.once("to_l1", lambda: _distances_to_l1(ctx.results))
+        betas = sorted(v for k, v in to_l1 if k == "hyperbolic")
+        if len(betas) < 2:
+            return []
+        return [compare(TITLE, "prediction", "as beta -> 0 the hyperbolic-entropy limit from 0 approaches the "
+                        f"min-l1 interpolator: distance at beta = {betas[0]:g} below beta = {betas[-1]:g}",
+                        to_l1[("hyperbolic", betas[0])], "<", to_l1[("hyperbolic", betas[-1])], note=TO_L1)]
 
 
 def _theorems(cell):
@@ -222,7 +266,7 @@ LINEAR_REGRESSION = Experiment(
                "minimum-l1 interpolator and the sparse teacher (median over runs).", _fig_limits),
     ),
     theorems=_theorems,
-    claims=_claims,
+    claims=(GeometryClaims(),),
     tables=_tables,
     settings_source="Ours (the survey gives no numbers): sparse regression with n = 100, d = 400 (quick: n = 40, "
                     "d = 100, one trial, p in {1.5, 1.25}, beta in {1, 0.01}), a 5-sparse teacher with entries "

@@ -26,13 +26,13 @@ the factor 1 / `resolve` above its first-order distance.
 
 from __future__ import annotations
 
-import functools
-
+import jax
 import numpy as np
 import pydantic
 
 from implicitbias.reference import LpPotential, bregman_projection, min_l2_interpolator
-from implicitbias.theorems.base import Theorem, compare
+from implicitbias.reference.memo import array_key, memoized
+from implicitbias.theorems.base import Theorem, Verdict, assumption, compare, prediction
 from implicitbias.theorems.fitting import over_runs, run_labels
 from implicitbias.training.methods import SGD, MirrorDescent
 
@@ -47,27 +47,23 @@ def initial_point(results, r: int, spec) -> np.ndarray:
     """w0 of run r: the first stored trajectory point (step 0), else the model's init recomputed."""
     if "trajectory.theta.w" in results:
         return np.asarray(results["trajectory.theta.w"].values[r, 0], dtype=float)
-    import jax
-
     d = results["theta.w"].shape[-1]
     theta, _ = spec.model.init(jax.random.PRNGKey(spec.seed), d, spec.init_scale)
     return np.asarray(theta["w"], dtype=float)
 
 
-@functools.lru_cache(maxsize=256)
-def _projection(X_bytes: bytes, y_bytes: bytes, w0_bytes: bytes, shape: tuple, potential) -> np.ndarray:
-    X = np.frombuffer(X_bytes).reshape(shape)
-    y, w0 = np.frombuffer(y_bytes), np.frombuffer(w0_bytes)
-    if isinstance(potential, LpPotential) and potential.p == 2.0:
-        return min_l2_interpolator(X, y, w0)
-    return bregman_projection(X, y, w0, potential).w
-
-
 def predicted_limit(X, y, w0, potential) -> np.ndarray:
     """argmin D_psi(w, w0) s.t. Xw = y: the closed form w0 + X^+ (y - X w0) for psi = |w|^2 / 2, else the
-    regularised-Newton dual solve of `implicitbias.reference.bregman_projection` (cached)."""
+    regularised-Newton dual solve of `implicitbias.reference.bregman_projection`, solved once per (X, y, w0, psi)
+    (`reference.memo`)."""
     X, y, w0 = (np.ascontiguousarray(a, dtype=float) for a in (X, y, w0))
-    return _projection(X.tobytes(), y.tobytes(), w0.tobytes(), X.shape, potential).copy()
+
+    def solve() -> np.ndarray:
+        if isinstance(potential, LpPotential) and potential.p == 2.0:
+            return min_l2_interpolator(X, y, w0)
+        return bregman_projection(X, y, w0, potential).w
+
+    return memoized("bregman_projection", array_key(X, y, w0), {"potential": repr(potential)}, solve).copy()
 
 
 def residual_gain(X, w_limit, potential) -> float:
@@ -108,9 +104,15 @@ class BregmanLimit(Theorem):
         return "Gunasekar et al. 2018, Sec. 2 (S7): limit = argmin D_psi(w, w0) s.t. Xw = y"
 
     def tol(self, method) -> float:
+        """The accuracy checked for `method`: tol_mirror for mirror descent, else tol_euclidean."""
         return self.tol_mirror if isinstance(method, MirrorDescent) else self.tol_euclidean
 
-    def _per_run(self, run):
+    def _per_run(self, run) -> list[dict]:
+        """Per run: the data, the final and predicted points, their distance, the first-order distance and the
+        step-size measurement (once per run context)."""
+        return run.once("BregmanLimit.per_run", lambda: self._measure(run))
+
+    def _measure(self, run) -> list[dict]:
         out = []
         for r, spec in enumerate(run.runs):
             X, y = np.asarray(run.data[r].X, float), np.asarray(run.data[r].y, float)
@@ -132,30 +134,47 @@ class BregmanLimit(Theorem):
             })
         return out
 
-    def assumptions(self, run):
-        spec, rows = run.spec, self._per_run(run)
+    @assumption("n < d: an under-determined regression, interpolators exist",
+                source="Gunasekar et al. 2018 (ICML), Sec. 2 (S7)")
+    def underdetermined(self, run) -> Verdict:
         n, d = run.data[0].X.shape
-        ranks = [int(np.linalg.matrix_rank(row["X"])) for row in rows]
-        tol = self.tol(spec.method)
-        labels = run_labels(run)
-        _, bound, what = rows[0]["step"]
-        return [
-            compare(self.title, "assumption", "n < d (an under-determined regression: interpolators exist)",
-                    n, "<", d),
-            over_runs(self.title, "assumption", "rank X = n (the projection onto {Xw = y} is unique)",
-                      ranks, ">=", n, labels=labels),
-            over_runs(self.title, "assumption", f"step size: {what} below its convergence bound",
-                      [row["step"][0] for row in rows], "<" if bound == 2.0 else "<=", bound, labels=labels),
-            over_runs(self.title, "assumption",
-                      f"interpolation reached: first-order distance to the limit kappa |Xw - y| / |w_psi| <= "
-                      f"{self.resolve:g} x tol", [row["first_order"] for row in rows], "<=", self.resolve * tol,
-                      labels=labels),
-        ]
+        return compare(self.title, "assumption", "n < d (an under-determined regression: interpolators exist)",
+                       n, "<", d)
 
-    def predictions(self, run):
+    @assumption("rank X = n: the projection onto {Xw = y} is unique", source="Gunasekar et al. 2018 (ICML), Sec. 2")
+    def full_row_rank(self, run) -> Verdict:
+        n = run.data[0].X.shape[0]
+        ranks = [int(np.linalg.matrix_rank(row["X"])) for row in self._per_run(run)]
+        return over_runs(self.title, "assumption", "rank X = n (the projection onto {Xw = y} is unique)",
+                         ranks, ">=", n, labels=run_labels(run))
+
+    @assumption("the step size is below the method's convergence bound",
+                source="GD: lr < 2 / beta; SGD: lr < 2 / max_i |x_i|^2; mirror descent: relative smoothness (Lu, "
+                       "Freund & Nesterov 2018, Lemma 3.1)")
+    def step_size(self, run) -> Verdict:
         rows = self._per_run(run)
+        _, bound, what = rows[0]["step"]
+        return over_runs(self.title, "assumption", f"step size: {what} below its convergence bound",
+                         [row["step"][0] for row in rows], "<" if bound == 2.0 else "<=", bound, labels=run_labels(run))
+
+    @assumption("interpolation reached closely enough to resolve the limit", threshold="resolve, tol_euclidean, tol_mirror",
+                source="ours: the first-order distance kappa |Xw - y| / |w_psi| of the run to its limit must be "
+                       "resolve x tol or less")
+    def interpolation(self, run) -> Verdict:
+        tol = self.tol(run.spec.method)
+        return over_runs(self.title, "assumption",
+                         f"interpolation reached: first-order distance to the limit kappa |Xw - y| / |w_psi| <= "
+                         f"{self.resolve:g} x tol", [row["first_order"] for row in self._per_run(run)], "<=",
+                         self.resolve * tol, labels=run_labels(run))
+
+    @prediction("the limit is the Bregman projection argmin D_psi(w, w0) s.t. Xw = y",
+                threshold="tol_euclidean, tol_mirror",
+                source="Gunasekar et al. 2018 (ICML), Sec. 2 (S7); tol: the accuracy of the S7 checks (issue 8), "
+                       "1e-8 against the closed form, 1e-6 against the convex solve")
+    def bregman_limit(self, run) -> Verdict:
         method = run.spec.method
         target = ("w0 + X^+ (y - X w0)" if not isinstance(method, MirrorDescent)
                   else f"argmin D_psi(w, w0) s.t. Xw = y, psi: {method.potential.label()}")
-        return [over_runs(self.title, "prediction", f"|w_K - w_psi| / |w_psi| <= tol, w_psi = {target}",
-                          [row["distance"] for row in rows], "<=", self.tol(method), labels=run_labels(run))]
+        return over_runs(self.title, "prediction", f"|w_K - w_psi| / |w_psi| <= tol, w_psi = {target}",
+                         [row["distance"] for row in self._per_run(run)], "<=", self.tol(method),
+                         labels=run_labels(run))
