@@ -138,7 +138,8 @@ def test_old_checks_passed_the_item_7_negative_controls():
     checkpoint (3 were enough)."""
     from _controls_diagonal import ALPHA_OLD, depth3_negative, old_form_path
     from implicitbias.reference import l1_max_margin
-    from implicitbias.theorems.diagonal import stored_predictor, unit_distance
+    from implicitbias.metrics.extrapolation import unit_distance
+    from implicitbias.theorems.diagonal import stored_predictor
     from implicitbias.theorems.fitting import fitted_slope
 
     def late(ctx):
@@ -196,7 +197,7 @@ def test_non_separable_data_is_refused_before_training():
 
 
 def test_transition_width():
-    from implicitbias.experiments.woodworth2020 import transition_width
+    from implicitbias.theorems.woodworth_claims import transition_width
 
     alpha = np.logspace(-3, 2, 51)
     sharp = 1 / (1 + (alpha / 0.1) ** -6)
@@ -209,7 +210,7 @@ ALPHA_GRID = np.logspace(-3, 1, 17)  # 4 per decade, as the quick variant's
 
 
 def _rate(measured, predicted, side, error=1e-9):
-    from implicitbias.experiments.woodworth2020 import regime_rate
+    from implicitbias.theorems.woodworth_claims import regime_rate
 
     return regime_rate("rate", ALPHA_GRID, measured, predicted, np.full(ALPHA_GRID.size, error), side).outcome
 
@@ -236,7 +237,7 @@ def test_recovery_and_sharpness_claims_against_the_closed_form():
     """Issue 24, item 8: the old recovery claim compared the teacher error at the smallest and the largest alpha
     (0.6 < 0.91 passed); now the smallest alpha's must lie nearer the min-l1 interpolator's error than the min-l2
     one's. The old sharpness claim passed any W_3 < W_2; now the widths' uncertainties must not overlap."""
-    from implicitbias.experiments.woodworth2020 import recovery_claims, sharper_claim
+    from implicitbias.theorems.woodworth_claims import recovery_claims, sharper_claim
 
     err = np.linspace(0.6, 0.912, 9)
     assert err[0] < err[-1]  # the old claim passed
@@ -249,7 +250,7 @@ def test_recovery_and_sharpness_claims_against_the_closed_form():
 
 
 def test_crossover():
-    from implicitbias.experiments.woodworth2020 import crossover
+    from implicitbias.theorems.woodworth_claims import crossover
 
     assert crossover(ALPHA_GRID, ALPHA_GRID, np.ones_like(ALPHA_GRID)) == pytest.approx(1.0)
     assert np.isnan(crossover(ALPHA_GRID, np.ones_like(ALPHA_GRID), 2 * np.ones_like(ALPHA_GRID)))

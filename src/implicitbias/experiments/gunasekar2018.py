@@ -21,8 +21,12 @@ from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
 from implicitbias.experiments.woodworth2020 import DiagonalExperiment
 from implicitbias.losses import Loss
+from implicitbias.metrics.extrapolation import unit_distance
 from implicitbias.models import DiagonalLinear
-from implicitbias.theorems.base import RunContext, compare
+from implicitbias.reference import check_separable
+from implicitbias.runs.execute import dataset_of
+from implicitbias.theorems.base import CellsTheorem, RunContext, Verdict, compare, prediction
+from implicitbias.theorems.diagonal import GunasekarDiagonal, max_margin_references, stored_predictor
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 
@@ -30,12 +34,13 @@ from implicitbias.training.stopping import Stop
 @dataclasses.dataclass(frozen=True)
 class MaxMarginDiagonalExperiment(DiagonalExperiment):
     """Also refuses, before anything trains, data that are not linearly separable through the origin (the
-    max-margin references do not exist), naming the points."""
+    max-margin references do not exist), naming the points.
+
+    The runs are the config's grid (`expand`); `runs` is overridden only to refuse such data before anything
+    trains (`Experiment` has no other place for a check on the declared runs)."""
 
     def runs(self, config: ExperimentConfig) -> list:
-        from implicitbias.reference import check_separable
-        from implicitbias.runs.execute import dataset_of
-
+        """The runs of `config` (`DiagonalExperiment.runs`), once every data set they train on is separable."""
         runs = super().runs(config)
         seen = set()
         for spec in runs:
@@ -68,8 +73,6 @@ def sparsity(w) -> np.ndarray:
 
 def _paths(cell, r: int = 0) -> dict[str, np.ndarray]:
     """Run r's trajectory: time, unit distances to the l2 SVM and l1 LP directions, sparsity."""
-    from implicitbias.theorems.diagonal import max_margin_references, stored_predictor
-
     run = RunContext.of(cell)
     W = stored_predictor(run, r, trajectory=True)
     refs = max_margin_references(run, r)
@@ -91,8 +94,6 @@ def _convergence_figure(results):
         axes[0].plot(p["log_inv_loss"], p["to_l2"], ".-", ms=3, label=f"D = {depth}")
         axes[1].plot(p["log_inv_loss"], p["to_l1"], ".-", ms=3, label=f"D = {depth}")
         axes[2].plot(p["log_inv_loss"], p["sparsity"], ".-", ms=3, label=f"D = {depth}")
-    from implicitbias.theorems.diagonal import max_margin_references
-
     first = next(iter(cells.values()))
     refs = max_margin_references(RunContext.of(first), 0)
     for (name, w), ls in zip(refs.items(), (":", "--")):
@@ -109,8 +110,6 @@ def _convergence_figure(results):
 
 
 def _predictor_figure(results):
-    from implicitbias.theorems.diagonal import max_margin_references, stored_predictor
-
     cells = _cells_by_depth(results)
     fig, axes = panels(len(cells), width=4.4)
     for ax, (depth, cell) in zip(axes, cells.items()):
@@ -132,8 +131,6 @@ def _predictor_figure(results):
 
 
 def _tables(results, out_dir):
-    from implicitbias.theorems.diagonal import max_margin_references, stored_predictor
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -160,34 +157,55 @@ def _tables(results, out_dir):
     return paths
 
 
-def _claims(results):
-    from implicitbias.theorems.diagonal import max_margin_references, stored_predictor, unit_distance
-
-    title = "Gunasekar et al. 2018, depth and sparsity"
+def _finals(results) -> dict[int, tuple[float, float, float]]:
+    """Depth -> (sparsity, unit distance to the l2 SVM, unit distance to the l1 LP) of its run 0's limit."""
     final = {}
     for depth, cell in _cells_by_depth(results).items():
         run = RunContext.of(cell)
         w, refs = stored_predictor(run, 0), max_margin_references(run, 0)
         final[depth] = (float(sparsity(w)), unit_distance(w, refs["l2"]), unit_distance(w, refs["l1"]))
-    out = []
-    if 1 in final:
-        out.append(compare(title, "prediction", "D = 1 is closer to the l2 SVM direction than to the l1 one",
-                           final[1][1], "<", final[1][2]))
-    if 2 in final:
-        out.append(compare(title, "prediction", "D = 2 is closer to the l1 max-margin direction than to the l2 one",
-                           final[2][2], "<", final[2][1]))
-    if 1 in final and 2 in final:
-        out.append(compare(title, "prediction", "depth 2 is sparser than depth 1: ||w||_1^2/||w||_2^2",
-                           final[2][0], "<", final[1][0]))
-    if 2 in final and 3 in final:
-        out.append(compare(title, "prediction", "depth 3 is sparser still: ||w||_1^2/||w||_2^2 at D = 3 <= D = 2",
-                           final[3][0], "<=", final[2][0]))
-    return out
+    return final
+
+
+class DepthSparsityClaims(CellsTheorem):
+    """Gunasekar et al. 2018's diagonal networks across depths: D = 1 nearer the l2 SVM, D = 2 nearer the l1
+    max-margin LP, and sparser limits (||w||_1^2 / ||w||_2^2) as D grows."""
+
+    @property
+    def title(self) -> str:
+        return "Gunasekar et al. 2018, depth and sparsity"
+
+    def _compare(self, ctx, depths, statement, pick) -> list[Verdict]:
+        final = ctx.once("finals", lambda: _finals(ctx.results))
+        if not all(d in final for d in depths):
+            return []
+        measured, relation, bound = pick(final)
+        return [compare(self.title, "prediction", statement, measured, relation, bound)]
+
+    @prediction("D = 1 is closer to the l2 SVM direction than to the l1 one",
+                source="Gunasekar et al. 2018, Theorem 2 (D = 1: the l2 max-margin direction)")
+    def depth_1_l2(self, ctx) -> list[Verdict]:
+        return self._compare(ctx, (1,), "D = 1 is closer to the l2 SVM direction than to the l1 one",
+                             lambda f: (f[1][1], "<", f[1][2]))
+
+    @prediction("D = 2 is closer to the l1 max-margin direction than to the l2 one",
+                source="Gunasekar et al. 2018, Theorem 2 (D = 2: the l1 max-margin direction)")
+    def depth_2_l1(self, ctx) -> list[Verdict]:
+        return self._compare(ctx, (2,), "D = 2 is closer to the l1 max-margin direction than to the l2 one",
+                             lambda f: (f[2][2], "<", f[2][1]))
+
+    @prediction("depth 2 is sparser than depth 1", source="Gunasekar et al. 2018, Theorem 2 (l_{2/D} with D = 2 vs 1)")
+    def sparser_at_2(self, ctx) -> list[Verdict]:
+        return self._compare(ctx, (1, 2), "depth 2 is sparser than depth 1: ||w||_1^2/||w||_2^2",
+                             lambda f: (f[2][0], "<", f[1][0]))
+
+    @prediction("depth 3 is sparser still", source="Gunasekar et al. 2018, Theorem 2 (l_{2/3}: sparser than l1)")
+    def sparser_at_3(self, ctx) -> list[Verdict]:
+        return self._compare(ctx, (2, 3), "depth 3 is sparser still: ||w||_1^2/||w||_2^2 at D = 3 <= D = 2",
+                             lambda f: (f[3][0], "<=", f[2][0]))
 
 
 def _theorems(cell):
-    from implicitbias.theorems.diagonal import GunasekarDiagonal
-
     return [GunasekarDiagonal()]
 
 
@@ -221,7 +239,7 @@ DIAGONAL = MaxMarginDiagonalExperiment(
                _predictor_figure),
     ),
     theorems=_theorems,
-    claims=_claims,
+    claims=(DepthSparsityClaims(),),
     tables=_tables,
     settings_source="Ours (the paper proves the limit; it has no numeric experiment for diagonal nets): n = 40, d = 200, "
                     "a 3-sparse teacher with entries +-1/sqrt(3), points shifted by 0.5 along it, alpha = 0.1, gradient "
