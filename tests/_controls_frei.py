@@ -34,6 +34,7 @@ import functools
 import numpy as np
 
 from _controls import Control
+from implicitbias.data import Dataset
 from implicitbias.models import TwoLayer
 from implicitbias.reference import max_margin_svm
 from test_negative_controls_frei import KOU_MODEL, LEAKY, LOGT, T, _aligned, _ctx, _data, frei32_curves
@@ -111,8 +112,6 @@ def _frei42(width=8, **over):
 
 def _twin_data_cell():
     """Lemma 3.3 on data with x_4 = x_1: max |<x_i, x_j>| = ||x_1||^2, the condition of Theorem 3.2 fails."""
-    from implicitbias.data import Dataset
-
     base = _data()
     twin = Dataset(X=np.r_[base.X[:3], base.X[:1]], y=np.array([1.0, -1.0, 1.0, -1.0]))
     return _ctx({"loss": np.full(T.size, 0.5)}, twin, LEAKY, np.zeros((8, base.d)), np.ones(8))

@@ -13,13 +13,19 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from implicitbias.data import Dataset, NearlyOrthogonal
+from _table_instances import cell
+from implicitbias.data import Dataset, NearlyOrthogonal, NoisyXor
+from implicitbias.experiments import get
 from implicitbias.losses import Loss
 from implicitbias.models import TwoLayer
 from implicitbias.reference import max_margin_svm
 from implicitbias.runs import RunSpec
 from implicitbias.theorems import FreiTheorem32, KouTheorem, RunContext
+from implicitbias.theorems.base import CellsTheorem
 from implicitbias.theorems.fitting import extrapolated_limit
+from implicitbias.theorems.frei_claims import linear_rule_claim
+from implicitbias.theorems.linear_rule import initial_W
+from implicitbias.theorems.two_layer_common import two_layer_outputs
 from implicitbias.training import GD
 
 LOGISTIC = Loss(name="logistic")
@@ -150,8 +156,6 @@ def _old_limit_outcome(time, curves, bound, start=2.0):
 def _runs(curves_by_run, width=16, loss=None):
     """A Theorem 3.2 cell of len(curves_by_run) runs (init scales 1, 0.1, ...) of the aligned network at `width`,
     every other curve converged; `curves_by_run`: {name: (run, checkpoint)}."""
-    from _table_instances import cell
-
     data = _data(n_test=400)
     model = TwoLayer(width=width, activation="leaky_relu", gamma=0.9, outer_signs="balanced")
     W, a = _aligned(data, width)
@@ -229,8 +233,6 @@ def test_limit_fast_approach_within_the_bound_holds():
 
 # -- issue 24, item 10: the linear decision boundary on enough inputs -------------------------------------------
 def _xor_data():
-    from implicitbias.data import NoisyXor
-
     return NoisyXor(n=6, d=4000, n_test=300).generate(0)
 
 
@@ -248,9 +250,6 @@ def test_linear_rule_xor_can_pass_and_fail():
     where k <= k0 - 2 sqrt(k0) < 0 could never pass (the old claim said not_evaluated on every run). On 10^5 inputs
     from the 2-XOR distribution k0 is in the hundreds: a linear network (every neuron along one direction, sign
     matching its outer weight) holds with k = 0, and a network no more linear than an untrained one fails."""
-    from implicitbias.experiments.frei2023 import _linear_rule_claim
-    from implicitbias.theorems.frei import initial_W, two_layer_outputs
-
     data = _xor_data()
     v = data.info["mu1"] / np.linalg.norm(data.info["mu1"])
     linear = 5.0 * np.r_[np.ones(10), -np.ones(10)][:, None] * v[None, :]
@@ -258,8 +257,19 @@ def test_linear_rule_xor_can_pass_and_fail():
     W0 = initial_W(ctx, 0)
     k0_test = int(np.sum(np.sign(two_layer_outputs(model, 0.9, W0, a, data.X_test)) != np.sign(data.X_test @ (W0.T @ a))))
     assert k0_test <= 4  # the old claim: not_evaluated for k0 <= 4 test points (k0 - 2 sqrt(k0) <= 0)
-    ok = _linear_rule_claim("T", ctx)
+    ok = linear_rule_claim("T", ctx)
     assert ok.outcome == "holds" and ok.measured == 0.0 and "of 100000" in ok.note, ok.line()
     untrained_like = W0 / np.linalg.norm(W0) * np.linalg.norm(linear)  # W(0)'s directions at the trained norm
-    bad = _linear_rule_claim("T", _xor_cell(untrained_like)[0])
+    bad = linear_rule_claim("T", _xor_cell(untrained_like)[0])
     assert bad.outcome == "fails", bad.line()
+
+
+def test_the_papers_cross_cell_claims_are_declared_theorems():
+    """frei2023-fig1, -fig2 and -xor pass their cross-cell claims as `CellsTheorem` objects with
+    declared predictions, titled as their verdicts (no functions of the results any more)."""
+    titles = {"frei2023-fig1": "Frei et al. 2023, Figure 1", "frei2023-fig2": "Frei et al. 2023, Figure 2",
+              "frei2023-xor": "Frei et al. 2023, Sec. 5 (noisy 2-XOR)"}
+    for name, title in titles.items():
+        (claim,) = get(name).claims
+        assert isinstance(claim, CellsTheorem) and claim.title == title
+        assert claim.declarations() and all(d.kind == "prediction" for d in claim.declarations())

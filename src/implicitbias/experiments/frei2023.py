@@ -12,57 +12,26 @@ from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import curves, finish, panels
 from implicitbias.losses import Loss
 from implicitbias.models import TwoLayer
-from implicitbias.theorems.base import RunContext, compare
-from implicitbias.training.methods import GD, SGD
+from implicitbias.theorems import FreiTheorem32, FreiTheorem34, FreiTheorem42, KouTheorem, LyuLiMonotoneMargin
+from implicitbias.theorems.frei_claims import FreiFigure1Claims, FreiFigure2Claims, FreiXorClaims, part_cells
+from implicitbias.training.methods import GD, SGD, GradientFlow, NormalizedGD
 from implicitbias.training.stopping import Stop
 
 LOGISTIC = Loss(name="logistic")
 
 
-def _cells(results, part):
-    return [c for c in results.cells if c.spec.part == part]
-
-
 # -- Figure 1: rank reduction under GD -----------------------------------------------------------------
 def _fig1(results):
     fig, (left, right) = panels(2)
-    for cell in _cells(results, "dimension"):
+    for cell in part_cells(results, "dimension"):
         curves(left, cell, "W.stable_rank", relative=True, label=f"d = {cell.spec.data.d}")
     finish(left, f"init {results.config.part('dimension').init_scale:g} x Glorot, lr "
                  f"{results.config.part('dimension').method.lr:g}")
-    for cell in _cells(results, "init_scale"):
+    for cell in part_cells(results, "init_scale"):
         curves(right, cell, "W.stable_rank", relative=True, hue="init_scale")
     finish(right, f"d = {results.config.part('init_scale').data.d}, lr "
                   f"{results.config.part('init_scale').method.lr:g}")
     return fig
-
-
-def _final_relative_srank(cell):
-    s = cell.results["W.stable_rank"].values
-    return s[:, -1] / s[:, 0]
-
-
-def _fig1_claims(results):
-    title = "Frei et al. 2023, Figure 1"
-    dims = sorted(_cells(results, "dimension"), key=lambda c: c.spec.data.d)
-    drops = [float(np.median(_final_relative_srank(c))) for c in dims]
-    out = [compare(title, "prediction",
-                   f"rank drop grows with d: final srank/init at d = {dims[-1].spec.data.d} below d = "
-                   f"{dims[0].spec.data.d}", drops[-1], "<", drops[0])]
-    scales = _cells(results, "init_scale")[0]
-    rel = _final_relative_srank(scales)
-    order = np.argsort(scales.results.init_scale.values)
-    out.append(compare(title, "prediction",
-                       f"smaller init gives a larger drop: srank/init at init_scale "
-                       f"{scales.results.init_scale.values[order[0]]:g} below {scales.results.init_scale.values[order[-1]]:g}",
-                       rel[order[0]], "<", rel[order[-1]]))
-    return out
-
-
-def _frei42(cell):
-    from implicitbias.theorems import FreiTheorem42
-
-    return [FreiTheorem42()]
 
 
 #: The part of Figure 1 inside Theorem 4.2's assumptions. The figure's GMM data are outside them at every d
@@ -113,8 +82,8 @@ FIG1 = Experiment(
     },
     figures=(Figure("fig1_stable_rank", "Stable rank of W relative to init over GD steps: left, several d at "
                     "init 1/50 of Glorot; right, several init scales at the largest d.", _fig1),),
-    theorems=_frei42,
-    claims=_fig1_claims,
+    theorems=lambda cell: [FreiTheorem42()],
+    claims=(FreiFigure1Claims(),),
     settings_source="n = 100, GMM with ||mu|| = d^0.26, lr 0.01 (left) and 0.16 (right), init 50x below "
                     "Glorot-uniform (left), d = 10^4 (right): from SCIENCE.md S2 (secondary sources, unconfirmed against "
                     "the paper's Appendix F). Ours: d = 300..10^4 (left), m = 128 (so that the full variant "
@@ -143,21 +112,6 @@ def _fig2(results):
     return fig
 
 
-def _fig2_claims(results):
-    title = "Frei et al. 2023, Figure 2"
-    ds = results.cells[0].results
-    scales = ds.init_scale.values
-    small, large = int(np.argmin(scales)), int(np.argmax(scales))
-    srank = ds["W.stable_rank"].values[:, 1:]
-    return [
-        compare(title, "prediction", f"the smallest stable rank reached with init x{scales[small]:g} is below that "
-                f"with init x{scales[large]:g} (paper, CIFAR-10: 3.25 vs 74.0)", float(srank[small].min()), "<",
-                float(srank[large].min())),
-        compare(title, "prediction", "the small-init network fits the training set (train accuracy)",
-                float(ds.accuracy.values[small, -1]), ">=", 0.95),
-    ]
-
-
 FIG2 = Experiment(
     name="frei2023-fig2",
     paper="Frei et al. 2023 (ICLR), Figure 2",
@@ -179,38 +133,60 @@ FIG2 = Experiment(
     quick={"model.width": 128, "stop.max_steps": 4000, "checkpoints": 15},
     figures=(Figure("fig2_stable_rank_accuracy", "Left: stable rank of W over SGD steps for Glorot-uniform "
                     "and 50x smaller uniform init. Right: train and test accuracy.", _fig2),),
-    claims=_fig2_claims,
+    claims=(FreiFigure2Claims(),),
     settings_source="m = 512, ReLU with biases, SGD, Glorot-uniform vs 50x smaller: from the paper (Sec. 5). "
                     "Data set, lr 0.01, batch 32 and 10^5 steps: ours (the paper: CIFAR-10, 10^6 steps).",
 )
 
 
 # -- KKT: gradient flow and long GD on nearly orthogonal data ---------------------------------------------
+def loss_clock(cell) -> np.ndarray:
+    """The loss-rescaled clock s (ds = L dt) at every checkpoint of every run of a cell, (run, checkpoint).
+
+    Gradient flow with `clock="loss"` is integrated in s itself (its checkpoint targets); a normalised GD step
+    lr grad L / L is an Euler step of length lr in s, so s = lr k (its recorded time); for any other method s is
+    the trapezoid rule for int L dt over the recorded checkpoints (an estimate: the checkpoints are sparse)."""
+    ds, method = cell.results, cell.spec.method
+    t = ds["time"].values.astype(float)
+    if isinstance(method, GradientFlow) and method.clock == "loss":  # the targets: one per checkpoint, shared
+        return np.broadcast_to(ds["target"].values.astype(float), t.shape)
+    if isinstance(method, NormalizedGD):
+        return t
+    loss = ds["loss"].values.astype(float)
+    steps = 0.5 * (loss[:, 1:] + loss[:, :-1]) * np.diff(t, axis=1)
+    return np.concatenate([np.zeros((t.shape[0], 1)), np.cumsum(steps, axis=1)], axis=1)
+
+
+#: the panels of the KKT figure: (metric, its offset from the limit, y label, log y, title)
+KKT_PANELS = (("kkt_stationarity", 0.0, "stationarity residual", True, "KKT residual (stationarity)"),
+              ("margin_spread", 1.0, "max q / min q - 1", True, "margin spread max q / min q - 1"),
+              ("W.sigma3_ratio", 0.0, "sigma_3 / sigma_1", True, "sigma_3 / sigma_1 of W"),
+              ("normalized_margin", 0.0, "min_i q_i / ||W||_F", False, "normalised margin (L_h = 1: outer layer fixed)"))
+
+
 def _kkt_figure(results):
-    fig, axes = panels(4, width=3.6)
+    fig, axes = panels(4, width=4.3, height=3.6)
+    for ax in axes[1:]:
+        ax.sharex(axes[0])  # one clock: the same s range on every panel
     for cell in results.cells:
-        x = "time"
-        lab = cell.spec.part
-        curves(axes[0], cell, "kkt_stationarity", x=x, logy=True, label=lab)
-        curves(axes[1], cell, "margin_spread", x=x, logy=True, label=lab)
-        curves(axes[2], cell, "W.sigma3_ratio", x=x, logy=True, label=lab)
-        curves(axes[3], cell, "normalized_margin", x=x, label=lab)
-    for ax, title in zip(axes, ["KKT residual (stationarity)", "margin spread max q / min q",
-                                "sigma_3 / sigma_1 of W", "normalised margin"]):
+        s, ds = loss_clock(cell), cell.results
+        exact = isinstance(cell.spec.method, GradientFlow | NormalizedGD)
+        label = cell.spec.part + ("" if exact else " (s estimated)")
+        for ax, (metric, offset, _, _, _) in zip(axes, KKT_PANELS):
+            if metric not in ds:
+                continue
+            for r in range(ds.sizes["run"]):
+                keep = s[r] > 0
+                ax.plot(s[r][keep], ds[metric].values[r][keep] - offset, marker=".", ms=3,
+                        label=label if r == 0 else None)
+    for ax, (_, _, ylabel, logy, title) in zip(axes, KKT_PANELS):
+        ax.set_xscale("log")
+        ax.set_yscale("log" if logy else "linear")
+        ax.set_xlabel("loss-rescaled clock s (ds = L dt)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
         finish(ax, title)
     return fig
-
-
-def _frei32(cell):
-    from implicitbias.theorems import FreiTheorem32, FreiTheorem34, LyuLiMonotoneMargin
-
-    return [FreiTheorem32(), FreiTheorem34(), LyuLiMonotoneMargin()]
-
-
-def _frei34(cell):
-    from implicitbias.theorems import FreiTheorem34
-
-    return [FreiTheorem34()]
 
 
 KKT = Experiment(
@@ -239,9 +215,11 @@ KKT = Experiment(
            "parts": {"gradient_flow": {"method.kind": "gf", "method.clock": "loss", "stop.max_time": 500.0},
                      "normalized_gd": {"method.kind": "normalized_gd", "method.lr": 0.5,
                                        "stop.max_steps": 10_000}}},
-    figures=(Figure("kkt_convergence", "Along gradient flow and GD (x axis: time t = lr k): KKT residual, margin "
-                    "spread, sigma_3/sigma_1 and the normalised margin.", _kkt_figure),),
-    theorems=_frei32,
+    figures=(Figure("kkt_convergence", "Along gradient flow and normalised GD, against the loss-rescaled clock s "
+                    "(ds = L dt: gradient flow's integration clock, s = lr k for normalised GD; the physical time t grows "
+                    "exponentially in s, to t ~ 1e39 at s = 500): KKT residual, margin spread, sigma_3/sigma_1 and the "
+                    "normalised margin.", _kkt_figure),),
+    theorems=lambda cell: [FreiTheorem32(), FreiTheorem34(), LyuLiMonotoneMargin()],
     settings_source="Ours: n and d chosen so that the Theorem 3.2 condition holds on the drawn data "
                     "(printed as an assumption check); gamma = 0.9; x_i ~ N(0, I_d / d). Plain GD (full variant "
                     "only) approaches the KKT point like 1/log t, so its residual after 10^5 steps is still "
@@ -259,44 +237,6 @@ def _xor_figure(results):
     finish(axes[0], "accuracy")
     finish(axes[1], "agreement with the linear rule")
     return fig
-
-
-#: inputs drawn from the 2-XOR distribution for the linear-rule claim, and their seed: the untrained network at
-#: gamma = 0.9 disagrees with its linear part on about 1% of inputs, so k0 ~ 10^3 and the binomial band
-#: 2 sqrt(k0) ~ 60 leaves room for a verdict either way (the 300 test points of the quick variant gave k0 = 3,
-#: where k <= k0 - 2 sqrt(k0) < 0 could never pass)
-XOR_LINEAR_INPUTS = 100_000
-XOR_LINEAR_SEED = 0
-
-
-def _xor_claims(results):
-    title = "Frei et al. 2023, Sec. 5 (noisy 2-XOR)"
-    cell = results.cells[0]
-    ds = cell.results
-    return [
-        compare(title, "prediction", "train accuracy = 100%", float(ds.accuracy.values[:, -1].min()), ">=", 1.0),
-        compare(title, "prediction", "test accuracy ~ 50% (|acc - 0.5| <= 0.1)",
-                float(np.abs(ds.test_accuracy.values[:, -1] - 0.5).max()), "<=", 0.1),
-        _linear_rule_claim(title, RunContext.of(cell)),
-    ]
-
-
-def _linear_rule_claim(title, run):
-    """sign f(x) = sign <W^T a, x> on XOR_LINEAR_INPUTS inputs drawn from the 2-XOR distribution itself (in the
-    span of the neurons, `theorems.frei.sampled_disagreement`: exact at any d), the trained network against the
-    untrained one W(0) on the same inputs: at gamma = 0.9 an untrained network is almost linear already, so the
-    trained one must disagree on fewer inputs than the untrained one by the binomial noise of its count k0,
-    k <= k0 - 2 sqrt(k0), as Frei et al.'s Theorem 3.2 (4) is checked (`theorems.frei.linear_rule_verdict`; with
-    k0 < 4 no count could pass and the claim is not_evaluated with that reason)."""
-    from implicitbias.theorems.fitting import run_labels
-    from implicitbias.theorems.frei import input_distribution, linear_rule_disagreement, linear_rule_verdict
-
-    pairs = [linear_rule_disagreement(run, r, XOR_LINEAR_INPUTS, XOR_LINEAR_SEED) for r in range(run.n_runs)]
-    where = f"on {XOR_LINEAR_INPUTS} inputs from {input_distribution(run.data[0])[2]}"
-    return linear_rule_verdict(title, "decision boundary linear: fraction of inputs where sign f(x) != sign "
-                               "<W^T a, x>, trained vs untrained network (k <= k0 - 2 sqrt(k0))",
-                               [p[0] for p in pairs], [p[1] for p in pairs], [XOR_LINEAR_INPUTS] * run.n_runs,
-                               where=where, labels=run_labels(run))
 
 
 XOR = Experiment(
@@ -320,8 +260,8 @@ XOR = Experiment(
     figures=(Figure("xor_accuracy", "Train and test accuracy over time, and the agreement of sign f(x) with the "
                     "linear rule sign <W^T a, x> on test points (the claim reads it on 10^5 inputs drawn from the "
                     "2-XOR distribution).", _xor_figure),),
-    theorems=_frei34,
-    claims=_xor_claims,
+    theorems=lambda cell: [FreiTheorem34()],
+    claims=(FreiXorClaims(),),
     settings_source="Ours: ||mu_1|| = ||mu_2|| = d^0.26, d >> n^2 so that the Theorem 3.2 condition holds "
                     "(checked as Theorem 3.4's assumption): n = 12 at d = 40000 (it holds for gamma >= 0.86 on the "
                     "drawn data; n = 20 needed gamma >= 1.03, outside (0, 1]). The asymptotic KKT predictions of Theorem 3.2 are "
@@ -342,16 +282,6 @@ def _kou_figure(results):
                                 "margin spread max q / min q"]):
         finish(ax, title)
     return fig
-
-
-def _kou(cell):
-    from implicitbias.theorems import KouTheorem
-
-    # one set of thresholds for the quick and the full variant: a limit (srank, margin spread) lies between the
-    # last value and the extrapolation of a fitted 1/log t trend, and a run whose interval straddles the bound has
-    # not converged (not_evaluated), so a shorter run needs no wider tolerance; the rates are fitted exponents
-    # (see `theorems.kou`)
-    return [KouTheorem()]
 
 
 KOU = Experiment(
@@ -375,7 +305,11 @@ KOU = Experiment(
     quick={"data.n": 8, "data.d": 2000, "model.width": 20, "stop.max_steps": 20_000, "checkpoints": 20},
     figures=(Figure("kou_rates", "Kou et al.'s predictions over GD time: stable rank, ||W||_F (log t growth), "
                     "loss (1/t decay) and margin spread.", _kou_figure),),
-    theorems=_kou,
+    # one set of thresholds for the quick and the full variant: a limit (srank, margin spread) lies between the
+    # last value and the extrapolation of a fitted 1/log t trend, and a run whose interval straddles the bound has
+    # not converged (not_evaluated), so a shorter run needs no wider tolerance; the rates are fitted exponents
+    # (see `theorems.kou`)
+    theorems=lambda cell: [KouTheorem()],
     settings_source="Ours: n = 10, d = 20000 (so that Kou's condition holds with C = 3), m = 20 per sign "
                     "(width 40), lr 1, 5 10^4 steps; the review gives no numeric settings.",
 )

@@ -24,9 +24,9 @@ import math
 import numpy as np
 import pydantic
 
-from implicitbias.data.stats import near_orthogonality
 from implicitbias.metrics.spectral import spectral_summary
-from implicitbias.theorems.base import Theorem, Verdict
+from implicitbias.models import TwoLayer
+from implicitbias.theorems.base import Theorem, Verdict, assumption, prediction
 from implicitbias.theorems.fitting import (
     asymptotic_window,
     curve,
@@ -38,7 +38,15 @@ from implicitbias.theorems.fitting import (
     run_labels,
     why_missing,
 )
-from implicitbias.theorems.frei import activation_verdict, loss_verdict, outer_layer_verdict, outer_signs
+from implicitbias.theorems.two_layer_common import (
+    activation_verdict,
+    loss_verdict,
+    orthogonality_stats,
+    outer_layer_verdict,
+    outer_signs,
+)
+
+_SOURCE = "Kou, Chen, Gu 2023"
 
 
 def _srank(M) -> float:
@@ -104,56 +112,55 @@ class KouTheorem(Theorem):
     def title(self) -> str:
         return "Kou et al. 2023"
 
-    def assumptions(self, run) -> list[Verdict]:
-        T = self.title
-        kind = run.spec.method.kind
-        return [
-            self._condition(run),
-            activation_verdict(T, run, ("relu", "leaky_relu"), "activation is ReLU or leaky ReLU"),
-            outer_layer_verdict(T, run, equal_halves=True),
-            loss_verdict(T, run, ("logistic",)),
-            flag(
-                T,
-                "assumption",
-                "method is gradient descent (GF: its small-step limit)",
-                kind in ("gd", "gf"),
-                f"method = {kind}",
-            ),
-        ]
-
-    def _condition(self, run) -> Verdict:
-        cache, lhs, rhs, notes = {}, [], [], []
+    @assumption("||x_i||^2 >= C n max_(k!=i) |<x_i,x_k>|", threshold="C",
+                source=f"{_SOURCE}, the data condition ('C sufficiently large'); C: ours (3, Frei et al.'s at gamma = 1)")
+    def data_condition(self, run) -> Verdict:
+        """Kou et al.'s near-orthogonality condition on every run's data (worst run)."""
+        lhs, rhs, notes = [], [], []
         for r in range(run.n_runs):
-            key = run.runs[r].data_key()
-            if key not in cache:
-                cache[key] = near_orthogonality(run.data[r].X, C_kou=self.C)
-            s = cache[key]
+            s = orthogonality_stats(run, r, C_kou=self.C)
             lhs.append(s.kou_lhs)
             rhs.append(s.kou_rhs)
             notes.append(f"binding point i = {s.kou_index}; holds for C <= {s.kou_C_max:.4g}")
-        return over_runs(
-            self.title,
-            "assumption",
-            f"||x_i||^2 >= C n max_(k!=i) |<x_i,x_k>|, C = {self.C:g}",
-            lhs,
-            ">=",
-            rhs,
-            where="on the training data",
-            labels=run_labels(run),
-            run_notes=notes,
-        )
+        return over_runs(self.title, "assumption", f"||x_i||^2 >= C n max_(k!=i) |<x_i,x_k>|, C = {self.C:g}", lhs,
+                         ">=", rhs, where="on the training data", labels=run_labels(run), run_notes=notes)
 
-    def predictions(self, run) -> list[Verdict]:
-        return [self._rank(run), self._norm_rate(run), self._loss_rate(run), limit_verdict(
-            self.title, run, "every point reaches the same normalised margin: max_i q_i / min_i q_i -> 1",
-            "margin_spread", 1.0, self.spread_tol, window=asymptotic_window)]
+    @assumption("activation is ReLU or leaky ReLU", source=f"{_SOURCE}, the network")
+    def relu_activation(self, run) -> Verdict:
+        """The activation is the ReLU or the leaky ReLU."""
+        return activation_verdict(self.title, run, ("relu", "leaky_relu"), "activation is ReLU or leaky ReLU")
 
-    def _rank(self, run) -> Verdict:
-        relu = getattr(run.spec.model, "activation", None) == "relu"
+    @assumption("outer layer fixed, a_j = +-1/m in two equal halves, no bias", source=f"{_SOURCE}, the network")
+    def fixed_outer_layer(self, run) -> Verdict:
+        """The outer layer is fixed at +-c in two equal halves, and there is no bias."""
+        return outer_layer_verdict(self.title, run, equal_halves=True)
+
+    @assumption("loss is logistic", source=f"{_SOURCE}, the loss")
+    def logistic_loss(self, run) -> Verdict:
+        """The loss is the logistic loss."""
+        return loss_verdict(self.title, run, ("logistic",))
+
+    @assumption("method is gradient descent (GF: its small-step limit)", source=f"{_SOURCE}, the method")
+    def gradient_descent(self, run) -> Verdict:
+        """The method is GD or gradient flow."""
+        kind = run.spec.method.kind
+        return flag(self.title, "assumption", "method is gradient descent (GF: its small-step limit)",
+                    kind in ("gd", "gf"), f"method = {kind}")
+
+    @prediction("leaky ReLU: srank(W) -> 1 (the limit structure's); ReLU: srank(W) bounded by a constant",
+                threshold="srank_tol",
+                source=f"{_SOURCE}; the target srank(W_inf) of `limit_structure` (ours); srank_tol: ours, the "
+                       "resolution of an extrapolated limit")
+    def stable_rank(self, run) -> Verdict:
+        """The extrapolated limit of srank(W) is within srank(W_inf) + srank_tol, W_inf the limit structure that the
+        activation pattern of the stored W predicts."""
+        model = run.spec.model
+        relu = isinstance(model, TwoLayer) and model.activation == "relu"
         targets, notes = [], []
         for r in range(run.n_runs):
             W, a = run.results["theta.W"].values[r] if "theta.W" in run.results else None, outer_signs(run, r)
-            gamma = 0.0 if relu else float(getattr(run.runs[r].model, "gamma", math.nan))
+            model_r = run.runs[r].model
+            gamma = 0.0 if relu else (float(model_r.gamma) if isinstance(model_r, TwoLayer) else math.nan)
             if W is None or a is None:
                 targets.append(math.nan)
                 notes.append("theta.W or const.a not stored")
@@ -171,14 +178,20 @@ class KouTheorem(Theorem):
         return limit_verdict(self.title, run, what, "W.stable_rank", targets, self.srank_tol,
                              window=asymptotic_window, extra=notes, hi=room)
 
-    def _norm_rate(self, run) -> Verdict:
+    @prediction("||W||_F = Theta(log t)", threshold="q_tol",
+                source=f"{_SOURCE}; q_tol: midpoint between log t (q = 0) and t^0.2, the slowest power law to reject")
+    def norm_rate(self, run) -> Verdict:
+        """|q| <= q_tol for the Box-Cox exponent q of ||W||_F (`growth_exponent`)."""
         qs, notes = self._fit(run, "W.frobenius", lambda t, y: growth_exponent(t, y, 1.0))
         return over_runs(self.title, "prediction",
                          "||W||_F = Theta(log t): |Box-Cox exponent q of ||W||_F = a + b (t^q - 1)/q| "
                          "(log t: q = 0; t^p: q = p)", np.abs(qs), "<=", self.q_tol, where="",
                          labels=run_labels(run), run_notes=notes, note=why_missing(qs, notes))
 
-    def _loss_rate(self, run) -> Verdict:
+    @prediction("L = Theta(1/t)", threshold="loss_slope_tol",
+                source=f"{_SOURCE}; loss_slope_tol: midpoint between the slope -1 and the nearest wrong rate t^-0.75")
+    def loss_rate(self, run) -> Verdict:
+        """|s + 1| <= loss_slope_tol for the fitted slope s of log L against log t."""
         def slope(t, y):
             with np.errstate(divide="ignore"):
                 return fitted_slope(np.log(t), np.log(y))[0]
@@ -188,6 +201,13 @@ class KouTheorem(Theorem):
                          "L = Theta(1/t): |fitted slope s of log L against log t - (-1)|",
                          np.abs(np.asarray(s) + 1.0), "<=", self.loss_slope_tol, where="",
                          labels=run_labels(run), run_notes=notes, note=why_missing(s, notes))
+
+    @prediction("every point reaches the same normalised margin: max_i q_i / min_i q_i -> 1", threshold="spread_tol",
+                source=f"{_SOURCE}; spread_tol: ours, the resolution of an extrapolated limit")
+    def equal_margins(self, run) -> Verdict:
+        """The extrapolated limit of the margin spread is within 1 + spread_tol."""
+        return limit_verdict(self.title, run, "every point reaches the same normalised margin: max_i q_i / min_i q_i "
+                             "-> 1", "margin_spread", 1.0, self.spread_tol, window=asymptotic_window)
 
     def _fit(self, run, name: str, fit) -> tuple[list[float], list[str]]:
         """`fit(t, y)` on each run's asymptotic window (>= 4 checkpoints, else nan), with a note per run."""

@@ -18,15 +18,21 @@ lowers gamma_tilde by 5.8e-5 (relative) between two checkpoints.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 import pydantic
 
-from implicitbias.theorems.base import Theorem, Verdict
+from implicitbias.theorems.base import Theorem, Verdict, assumption, prediction
 from implicitbias.theorems.fitting import curve, flag, over_runs, run_labels
-from implicitbias.theorems.frei import loss_verdict
+from implicitbias.theorems.two_layer_common import loss_verdict
+
+_SOURCE = "Lyu & Li 2020, Theorem 4.1"
+_STATEMENTS = (
+    "smoothed normalised margin gamma_tilde is non-decreasing once L < l(0)/n (max relative decrease)",
+    "normalised margin stays above every earlier smoothed margin once L < l(0)/n "
+    "(max relative shortfall of gamma_bar(t) below gamma_tilde(s), s <= t)",
+)
 
 
 def smoothed_margin(loss, param_norm, n: int, degree: int, loss_name: str) -> np.ndarray:
@@ -70,42 +76,39 @@ class LyuLiMonotoneMargin(Theorem):
     def title(self) -> str:
         return "Lyu & Li 2020, Theorem 4.1"
 
-    def assumptions(self, run) -> list[Verdict]:
+    @assumption("the model is L_h-homogeneous, f(x; c theta) = c^L_h f(x; theta)", source=f"{_SOURCE}, the model")
+    def homogeneous_model(self, run) -> Verdict:
+        """The cell's model has a homogeneity degree (no bias, a homogeneous activation)."""
         model = run.spec.model
         degree = model.homogeneity
-        homog = flag(
-            self.title,
-            "assumption",
-            "the model is L_h-homogeneous, f(x; c theta) = c^L_h f(x; theta)",
-            degree is not None,
-            f"L_h = {degree}"
-            if degree is not None
-            else f"model {getattr(model, 'kind', None)} is not "
-            "homogeneous (bias, or a non-homogeneous activation)",
-        )
-        kind = run.spec.method.kind
-        method = flag(self.title, "assumption",
-                      "method is gradient flow (Theorem 4.1) or GD (their discrete version, for a small enough "
-                      "step)", kind in ("gf", "gd"), f"method = {kind}")
-        return [homog, loss_verdict(self.title, run), method]
+        return flag(self.title, "assumption", "the model is L_h-homogeneous, f(x; c theta) = c^L_h f(x; theta)",
+                    degree is not None, f"L_h = {degree}" if degree is not None else
+                    f"model {model.kind} is not homogeneous (bias, or a non-homogeneous activation)")
 
-    def predictions(self, run) -> list[Verdict]:
+    @assumption("loss is logistic or exponential", source=f"{_SOURCE}, the loss")
+    def exponential_tail_loss(self, run) -> Verdict:
+        """The loss is the logistic or the exponential loss."""
+        return loss_verdict(self.title, run)
+
+    @assumption("method is gradient flow (Theorem 4.1) or GD (their discrete version, for a small enough step)",
+                source=f"{_SOURCE}, and its discrete version for GD")
+    def gradient_flow(self, run) -> Verdict:
+        """The method is gradient flow or GD."""
+        kind = run.spec.method.kind
+        return flag(self.title, "assumption", "method is gradient flow (Theorem 4.1) or GD (their discrete version, "
+                    "for a small enough step)", kind in ("gf", "gd"), f"method = {kind}")
+
+    def _drops(self, run) -> dict:
+        """Per run from its first checkpoint with L < l(0)/n: the largest relative decrease of gamma_tilde and the
+        largest relative shortfall of gamma_bar below an earlier gamma_tilde, computed once for both predictions.
+        {"why": reason} when they cannot be computed."""
         res, model, loss = run.results, run.spec.model, run.spec.loss
         L, rho, gbar = curve(res, "loss"), curve(res, "param_norm"), curve(res, "normalized_margin")
-        statements = (
-            "smoothed normalised margin gamma_tilde is non-decreasing once L < l(0)/n "
-            "(max relative decrease)",
-            "normalised margin stays above every earlier smoothed margin once L < l(0)/n "
-            "(max relative shortfall of gamma_bar(t) below gamma_tilde(s), s <= t)",
-        )
-        over = functools.partial(over_runs, self.title, "prediction", labels=run_labels(run))
         if model.homogeneity is None or loss.name not in ("logistic", "exponential"):
-            why = "needs a homogeneous model and the logistic or exponential loss"
-            return [over(s, None, "<=", self.rtol, note=why) for s in statements]
+            return {"why": "needs a homogeneous model and the logistic or exponential loss"}
         if L is None or rho is None or gbar is None:
-            return [over(s, None, "<=", self.rtol) for s in statements]
-        labels, tilde_drop, short, notes, vacuous = run_labels(run), [], [], [], []
-        keep = []
+            return {"why": ""}
+        labels, tilde_drop, short, notes, vacuous, keep = run_labels(run), [], [], [], [], []
         for r in range(run.n_runs):
             n = run.data[r].n
             below = np.flatnonzero(L[r] < loss.value_at_zero / n)
@@ -121,30 +124,34 @@ class LyuLiMonotoneMargin(Theorem):
                 best = np.fmax.accumulate(gt)
                 gap = np.where(np.isfinite(best) & np.isfinite(gb), (best - gb) / np.abs(gb), np.nan)
             short.append(float(max(np.nanmax(gap), 0.0)) if np.isfinite(gap).any() else math.nan)
-            notes.append(
-                f"from checkpoint {k0} on; gamma_bar itself decreases by up to "
-                f"{max_relative_decrease(gb):.3g} (relative)"
-            )
+            notes.append(f"from checkpoint {k0} on; gamma_bar itself decreases by up to "
+                         f"{max_relative_decrease(gb):.3g} (relative)")
+        return {"keep": keep, "labels": labels, "values": (tilde_drop, short), "notes": notes, "vacuous": vacuous}
+
+    def _verdict(self, run, which: int) -> Verdict:
+        statement = _STATEMENTS[which]
+        drops = run.once("lyu_li.drops", lambda: self._drops(run))
+        labels = run_labels(run)
+        if "why" in drops:
+            return over_runs(self.title, "prediction", statement, None, "<=", self.rtol, labels=labels,
+                             note=drops["why"])
+        keep = drops["keep"]
         if not keep:
-            return [
-                over(
-                    s,
-                    [math.nan] * run.n_runs,
-                    "<=",
-                    self.rtol,
-                    where="",
-                    note="the loss never fell below l(0)/n: nothing to check",
-                )
-                for s in statements
-            ]
+            return over_runs(self.title, "prediction", statement, [math.nan] * run.n_runs, "<=", self.rtol,
+                             labels=labels, where="", note="the loss never fell below l(0)/n: nothing to check")
+        vacuous = drops["vacuous"]
         note = f"vacuous on {', '.join(vacuous)} (the loss never fell below l(0)/n)" if vacuous else ""
-        over = functools.partial(
-            over_runs,
-            self.title,
-            "prediction",
-            labels=[labels[r] for r in keep],
-            where="",
-            run_notes=notes,
-            note=note,
-        )
-        return [over(statements[0], tilde_drop, "<=", self.rtol), over(statements[1], short, "<=", self.rtol)]
+        return over_runs(self.title, "prediction", statement, drops["values"][which], "<=", self.rtol,
+                         labels=[labels[r] for r in keep], where="", run_notes=drops["notes"], note=note)
+
+    @prediction("the smoothed normalised margin gamma_tilde is non-decreasing once L < l(0)/n", threshold="rtol",
+                source=f"{_SOURCE}; rtol: ours, rounding and the finite step of GD")
+    def monotone_smoothed_margin(self, run) -> Verdict:
+        """The largest relative decrease of gamma_tilde over the checkpoints with L < l(0)/n is <= rtol."""
+        return self._verdict(run, 0)
+
+    @prediction("the normalised margin stays above every earlier smoothed margin once L < l(0)/n", threshold="rtol",
+                source=f"{_SOURCE} (gamma_tilde <= gamma_bar); rtol: ours, rounding and the finite step of GD")
+    def margin_above_smoothed(self, run) -> Verdict:
+        """The largest relative shortfall of gamma_bar(t) below gamma_tilde(s), s <= t, is <= rtol."""
+        return self._verdict(run, 1)

@@ -29,6 +29,7 @@ import numpy as np
 from implicitbias.metrics.neurons import WEIGHT_REL
 from implicitbias.theorems.base import Verdict
 from implicitbias.theorems.fitting import over_runs
+from implicitbias.training.methods import GradientFlow
 
 
 def final_parameters(results, r: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -103,7 +104,7 @@ def loss_rate_verdict(theorem: str, run, keep: np.ndarray, labels) -> Verdict:
         X = run.data[r].X
         lo, hi = linearised_rate(*params, X)
         method = run.runs[r].method
-        rtol = float(getattr(method, "rtol", 0.0)) if method.kind == "gf" else 0.0
+        rtol = float(method.rtol) if isinstance(method, GradientFlow) else 0.0
         theta = math.sqrt(float(np.sum(params[0] ** 2) + np.sum(params[1] ** 2)))
         floor = (math.sqrt(hi * X.shape[0] / 2.0) * rtol * theta) ** 2 / (2 * X.shape[0])
         rate, what = last_decay_rate(res["time"].values[r], res["loss"].values[r], floor)
