@@ -173,6 +173,7 @@ class DepthSparsityClaims(CellsTheorem):
 
     @property
     def title(self) -> str:
+        """The theorem's name, as its verdicts give it."""
         return "Gunasekar et al. 2018, depth and sparsity"
 
     def _compare(self, ctx, depths, statement, pick) -> list[Verdict]:
@@ -185,22 +186,26 @@ class DepthSparsityClaims(CellsTheorem):
     @prediction("D = 1 is closer to the l2 SVM direction than to the l1 one",
                 source="Gunasekar et al. 2018, Theorem 2 (D = 1: the l2 max-margin direction)")
     def depth_1_l2(self, ctx) -> list[Verdict]:
+        """Prediction: D = 1 is closer to the l2 SVM direction than to the l1 one."""
         return self._compare(ctx, (1,), "D = 1 is closer to the l2 SVM direction than to the l1 one",
                              lambda f: (f[1][1], "<", f[1][2]))
 
     @prediction("D = 2 is closer to the l1 max-margin direction than to the l2 one",
                 source="Gunasekar et al. 2018, Theorem 2 (D = 2: the l1 max-margin direction)")
     def depth_2_l1(self, ctx) -> list[Verdict]:
+        """Prediction: D = 2 is closer to the l1 max-margin direction than to the l2 one."""
         return self._compare(ctx, (2,), "D = 2 is closer to the l1 max-margin direction than to the l2 one",
                              lambda f: (f[2][2], "<", f[2][1]))
 
     @prediction("depth 2 is sparser than depth 1", source="Gunasekar et al. 2018, Theorem 2 (l_{2/D} with D = 2 vs 1)")
     def sparser_at_2(self, ctx) -> list[Verdict]:
+        """Prediction: depth 2 is sparser than depth 1."""
         return self._compare(ctx, (1, 2), "depth 2 is sparser than depth 1: ||w||_1^2/||w||_2^2",
                              lambda f: (f[2][0], "<", f[1][0]))
 
     @prediction("depth 3 is sparser still", source="Gunasekar et al. 2018, Theorem 2 (l_{2/3}: sparser than l1)")
     def sparser_at_3(self, ctx) -> list[Verdict]:
+        """Prediction: depth 3 is sparser still."""
         return self._compare(ctx, (2, 3), "depth 3 is sparser still: ||w||_1^2/||w||_2^2 at D = 3 <= D = 2",
                              lambda f: (f[3][0], "<=", f[2][0]))
 

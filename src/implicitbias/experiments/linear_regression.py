@@ -194,12 +194,14 @@ class GeometryClaims(CellsTheorem):
 
     @property
     def title(self) -> str:
+        """The theorem's name, as its verdicts give it."""
         return TITLE
 
     @prediction("SGD reaches the same point as GD from the same w0", threshold="",
                 source="Gunasekar et al. 2018 (ICML), Sec. 2: both converge to w0 + X^+ (y - X w0); bound: 2 x "
                        "BregmanLimit.tol_euclidean (each within tol of it)")
     def sgd_is_gd(self, ctx) -> Verdict:
+        """Prediction: SGD reaches the same point as GD from the same w0."""
         gd, sgd = _finals(ctx.results, "gd"), _finals(ctx.results, "sgd")
         pairs = [k for k in gd if k in sgd]
         gap = max((float(np.linalg.norm(sgd[k] - gd[k]) / np.linalg.norm(gd[k])) for k in pairs), default=None)
@@ -211,6 +213,7 @@ class GeometryClaims(CellsTheorem):
     @prediction("as p -> 1 the l_p^p limit from 0 approaches the min-l1 interpolator",
                 source="survey (seed 002); Gunasekar et al. 2018 (ICML), Sec. 2 (the limit minimises the potential)")
     def lp_to_l1(self, ctx) -> list[Verdict]:
+        """Prediction: as p -> 1 the l_p^p limit from 0 approaches the min-l1 interpolator."""
         to_l1 = ctx.once("to_l1", lambda: _distances_to_l1(ctx.results))
         ps = sorted(v for k, v in to_l1 if k == "lp")
         if len(ps) < 2:
@@ -222,6 +225,7 @@ class GeometryClaims(CellsTheorem):
     @prediction("as beta -> 0 the hyperbolic-entropy limit from 0 approaches the min-l1 interpolator",
                 source="survey (seed 002); Woodworth et al. 2020 (the hyperbolic entropy tends to l1 as beta -> 0)")
     def hyperbolic_to_l1(self, ctx) -> list[Verdict]:
+        """Prediction: as beta -> 0 the hyperbolic-entropy limit from 0 approaches the min-l1 interpolator."""
         to_l1 = ctx.once("to_l1", lambda: _distances_to_l1(ctx.results))
         betas = sorted(v for k, v in to_l1 if k == "hyperbolic")
         if len(betas) < 2:

@@ -108,32 +108,39 @@ class WoodworthLimit(Theorem):
 
     @property
     def title(self) -> str:
+        """The theorem's name, as its verdicts give it."""
         return "Woodworth et al. 2020, Theorem 1"
 
     @assumption("the model is w = u^D - v^D from u = v = alpha 1, D >= 2", source=WOODWORTH)
     def diagonal_net(self, run) -> Verdict:
+        """Assumption: the model is w = u^D - v^D from u = v = alpha 1, D >= 2."""
         return difference_net(self.title, run, 2)
 
     @assumption("the init scale alpha is positive", source=WOODWORTH)
     def positive_scale(self, run) -> Verdict:
+        """Assumption: the init scale alpha is positive."""
         return positive_alpha(self.title, run)
 
     @assumption("the loss is the square loss", source=WOODWORTH)
     def square_loss(self, run) -> Verdict:
+        """Assumption: the loss is the square loss."""
         return loss_verdict(self.title, run, ("square",))
 
     @assumption("the method is gradient flow", source=WOODWORTH)
     def flow(self, run) -> Verdict:
+        """Assumption: the method is gradient flow."""
         return method_is_flow(self.title, run)
 
     @assumption("n < d and X has full row rank: interpolators exist", source=WOODWORTH)
     def interpolators_exist(self, run) -> Verdict:
+        """Assumption: n < d and X has full row rank: interpolators exist."""
         return underdetermined(self.title, run)
 
     @assumption("the flow reaches zero loss", threshold="residual_factor, tol",
                 source="Woodworth et al. 2020, Theorem 1 (if the flow reaches zero loss); residual_factor: ours, a "
                        "residual r still moves w by about ||X^+ r||, so it must sit below tol")
     def interpolates(self, run) -> Verdict:
+        """Assumption: the flow reaches zero loss."""
         return over_runs(self.title, "assumption", "interpolation reached: ||Xw - y|| / ||y|| at the end",
                          residuals(run), "<=", self.residual_factor * self.tol, labels=self._labels(run))
 
@@ -145,6 +152,7 @@ class WoodworthLimit(Theorem):
                 source="Woodworth et al. 2020, Theorem 1 and Sec. 5; tol: the issue's criterion (the reference is "
                        "exact to rounding, the flow is integrated at rtol <= 1e-8)")
     def q_alpha_limit(self, run) -> Verdict:
+        """Prediction: the limit of gradient flow is argmin Q_alpha^D(w) s.t. Xw = y."""
         dist, skipped, labels, notes = [], [], [], []
         for r, spec in enumerate(run.runs):
             ref, w = q_alpha_reference(run, r), stored_predictor(run, r)
@@ -181,27 +189,33 @@ class MirrorFlowPath(Theorem):
 
     @property
     def title(self) -> str:
+        """The theorem's name, as its verdicts give it."""
         return "Woodworth et al. 2020, mirror-flow view"
 
     @assumption("the model is w = u^D - v^D from u = v = alpha 1, D >= 2", source=WOODWORTH)
     def diagonal_net(self, run) -> Verdict:
+        """Assumption: the model is w = u^D - v^D from u = v = alpha 1, D >= 2."""
         return difference_net(self.title, run, 2)
 
     @assumption("the init scale alpha is positive (the potential is defined)", source=WOODWORTH)
     def positive_scale(self, run) -> Verdict:
+        """Assumption: the init scale alpha is positive (the potential is defined)."""
         return positive_alpha(self.title, run)
 
     @assumption("the loss is the square loss", source=WOODWORTH)
     def square_loss(self, run) -> Verdict:
+        """Assumption: the loss is the square loss."""
         return loss_verdict(self.title, run, ("square",))
 
     @assumption("the method is gradient flow", source=WOODWORTH)
     def flow(self, run) -> Verdict:
+        """Assumption: the method is gradient flow."""
         return method_is_flow(self.title, run)
 
     @assumption("the trajectory is stored (keep_trajectory)", source="ours: the path is compared checkpoint by "
                 "checkpoint")
     def trajectory_stored(self, run) -> Verdict:
+        """Assumption: the trajectory is stored (keep_trajectory)."""
         stored = any(k.startswith("trajectory.theta.") for k in run.results.data_vars)
         return flag(self.title, "assumption", "the trajectory is stored (keep_trajectory)", stored)
 
@@ -209,6 +223,7 @@ class MirrorFlowPath(Theorem):
                 source="Woodworth et al. 2020, Sec. 4 (derivation for depth D in reference.woodworth); tol: ours, "
                        "both integrators run at tolerances <= 1e-8")
     def mirror_path(self, run) -> Verdict:
+        """Prediction: the gradient-flow path is the mirror-flow path."""
         gaps = [self.gap(run, r) for r in range(run.n_runs)]
         labels = [f"alpha = {s.init_scale:.3g}" for s in run.runs]
         flat = [f"{s.init_scale:.3g}" for s in run.runs if not s.init_scale > 0]

@@ -99,29 +99,34 @@ class GunasekarDiagonal(Theorem):
 
     @property
     def title(self) -> str:
+        """The theorem's name, as its verdicts give it."""
         return "Gunasekar et al. 2018, diagonal networks"
-
 
     @assumption("the model is w = u^D - v^D from u = v = alpha 1", source=GUNASEKAR)
     def diagonal_net(self, run) -> Verdict:
+        """Assumption: the model is w = u^D - v^D from u = v = alpha 1."""
         return difference_net(self.title, run, 1)
 
     @assumption("the init scale alpha is positive", source=GUNASEKAR)
     def positive_scale(self, run) -> Verdict:
+        """Assumption: the init scale alpha is positive."""
         return positive_alpha(self.title, run)
 
     @assumption("the loss is exponentially tailed (logistic or exponential)", source=GUNASEKAR)
     def tailed_loss(self, run) -> Verdict:
+        """Assumption: the loss is exponentially tailed (logistic or exponential)."""
         return loss_verdict(self.title, run)
 
     @assumption("the method is gradient flow or GD", source=GUNASEKAR)
     def method(self, run) -> Verdict:
+        """Assumption: the method is gradient flow or GD."""
         kind = run.spec.method.kind
         return flag(self.title, "assumption", "method is gradient flow or GD", kind in ("gf", "gd"),
                     f"method = {kind}")
 
     @assumption("the data are linearly separable", source=GUNASEKAR)
     def separable(self, run) -> Verdict:
+        """Assumption: the data are linearly separable."""
         try:
             for data in run.data:
                 check_separable(data.X, data.y)
@@ -132,6 +137,7 @@ class GunasekarDiagonal(Theorem):
     @assumption("the loss fell below l(0)/n: the margin-maximising regime",
                 source="Lyu & Li 2020 (the margin grows once L < l(0)/n); the predictions are read there")
     def margin_regime(self, run) -> Verdict:
+        """Assumption: the loss fell below l(0)/n: the margin-maximising regime."""
         n = run.data[0].n
         return over_runs(self.title, "assumption", "the loss fell below l(0)/n (the margin-maximising regime)",
                          final(run.results, "loss"), "<", math.log(2.0) / n if run.spec.loss.name == "logistic"
@@ -179,6 +185,7 @@ class GunasekarDiagonal(Theorem):
                 threshold="rate_constant",
                 source="Soudry et al. 2018, Theorem 3 (the rate); rate_constant: ours, the bound's constant")
     def l2_direction(self, run) -> list[Verdict]:
+        """Prediction: D = 1: w/||w|| tends to the l2 hard-margin SVM direction like log log t / log t."""
         if self._depth(run) != 1:
             return []
         labels = run_labels(run)
@@ -199,18 +206,22 @@ class GunasekarDiagonal(Theorem):
                 source="Gunasekar et al. 2018, Theorem 2 (the limit); the rate min(delta*, 1) derived here (class "
                        "docstring); tolerance: the slope's 95% interval nearer -r than the wrong rate 0 (rate_verdict)")
     def l1_margin(self, run) -> list[Verdict]:
+        """Prediction: D = 2: the l1-normalised margin approaches the l1 max-margin LP's at the rate derived from its
+        dual."""
         return self._l1_rates(run)[:1] if self._depth(run) == 2 else []
 
     @prediction("D = 2: w/||w|| approaches the l1 max-margin direction at the rate derived from the LP's dual",
                 source="Gunasekar et al. 2018, Theorem 2 (the limit); the rate min(delta*, 1) derived here (class "
                        "docstring); tolerance: the slope's 95% interval nearer -r than the wrong rate 0 (rate_verdict)")
     def l1_direction(self, run) -> list[Verdict]:
+        """Prediction: D = 2: w/||w|| approaches the l1 max-margin direction at the rate derived from the LP's dual."""
         return self._l1_rates(run)[1:] if self._depth(run) == 2 else []
 
     @prediction("D >= 3: a KKT point of the parameter-space margin problem is approached: the KKT residual falls",
                 source="Gunasekar et al. 2018, Theorem 2; Lyu & Li 2020 (S10; no rate): the slope's 95% interval "
                        "below 0 (sign_verdict)")
     def kkt_point(self, run) -> list[Verdict]:
+        """Prediction: D >= 3: a KKT point of the parameter-space margin problem is approached: the KKT residual falls."""
         depth = self._depth(run)
         return [self._kkt_trend(run, depth)] if depth >= 3 else []
 

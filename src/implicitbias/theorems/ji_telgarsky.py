@@ -160,15 +160,17 @@ class JiTelgarskyAlignment(Theorem):
 
     @property
     def title(self) -> str:
+        """The theorem's name, as its verdicts give it."""
         return "Ji & Telgarsky 2019, Theorem 2.2"
-
 
     @assumption("the data are linearly separable through the origin", source="Ji & Telgarsky 2019, Assumption 2.1")
     def separable(self, run) -> Verdict:
+        """Assumption: the data are linearly separable through the origin."""
         return separability_verdict(self.title, run)
 
     @assumption("the model is a deep linear network of depth L >= 2", source="Ji & Telgarsky 2019, Sec. 2")
     def deep_linear(self, run) -> Verdict:
+        """Assumption: the model is a deep linear network of depth L >= 2."""
         model = run.spec.model
         deep = isinstance(model, DeepLinear)
         return flag(self.title, "assumption", "deep linear network f(x) = W_L ... W_1 x, depth L >= 2",
@@ -176,10 +178,12 @@ class JiTelgarskyAlignment(Theorem):
 
     @assumption("the loss is exponentially tailed (logistic or exponential)", source="Ji & Telgarsky 2019, Sec. 2")
     def tailed_loss(self, run) -> Verdict:
+        """Assumption: the loss is exponentially tailed (logistic or exponential)."""
         return loss_verdict(self.title, run)
 
     @assumption("the method is gradient flow (or GD, its small-step limit)", source="Ji & Telgarsky 2019, Theorem 2.2")
     def flow(self, run) -> Verdict:
+        """Assumption: the method is gradient flow (or GD, its small-step limit)."""
         kind = run.spec.method.kind
         return flag(self.title, "assumption", "method is gradient flow (or GD, its small-step limit)",
                     kind in ("gf", "gd"), f"method = {kind}")
@@ -187,6 +191,7 @@ class JiTelgarskyAlignment(Theorem):
     @assumption("the risk falls below l(0)/n (the theorem's initial condition)",
                 source="Ji & Telgarsky 2019, Theorem 2.2 (initial condition L(W(0)) < l(0)/n)")
     def initial_condition(self, run) -> Verdict:
+        """Assumption: the risk falls below l(0)/n (the theorem's initial condition)."""
         loss = curve(run.results, "loss")
         ratio = [float(np.min(loss[r]) * run.data[r].n / run.spec.loss.value_at_zero) if loss is not None else math.nan
                  for r in range(run.n_runs)]
@@ -237,12 +242,14 @@ class JiTelgarskyAlignment(Theorem):
 
     @prediction("the risk tends to 0", source="Ji & Telgarsky 2019, Theorem 2.2 (i)")
     def risk_to_zero(self, run) -> Verdict:
+        """Prediction: the risk tends to 0."""
         return self._row(run, "loss", "risk -> 0: fitted slope of log L against log t", "<", 0.0, self._late())
 
     @prediction("||W_i|| -> infinity like (log t)^(1/L)", threshold="growth_tol",
                 source="Ji & Telgarsky 2019, Theorem 2.2 (i); the rate from Lyu & Li 2020 (q_min = log t + "
                        "(2 - 2/L) log log t + O(1)); growth_tol: ours, the log log t correction")
     def layer_growth(self, run) -> Verdict:
+        """Prediction: ||W_i|| -> infinity like (log t)^(1/L)."""
         return self._row(run, "grow", "||W_i|| -> infinity like (log t)^(1/L): |L x fitted exponent of sigma_1(W_i) "
                          "against log t - 1| (worst layer i < L)", "<=", self.growth_tol, self._late())
 
@@ -250,6 +257,7 @@ class JiTelgarskyAlignment(Theorem):
                 threshold="invariant_rtol",
                 source="Arora et al. 2018; Du et al. 2018; invariant_rtol: ours, an ODE solver's error at rtol 1e-6")
     def imbalance_conserved(self, run) -> Verdict:
+        """Prediction: gradient flow conserves the imbalances D_i = W_(i+1)^T W_(i+1) - W_i W_i^T."""
         return self._row(run, "drift", "the imbalance D_i = W_(i+1)^T W_(i+1) - W_i W_i^T is conserved: "
                          "max_(i,t) ||D_i(t) - D_i(0)||_2 / sigma_1^2", "<=", self.invariant_rtol, "")
 
@@ -257,6 +265,7 @@ class JiTelgarskyAlignment(Theorem):
                 source="Ji & Telgarsky 2019, Theorem 2.2 (ii); the bound derived here (Weyl's inequality on the "
                        "conserved imbalances, module docstring); bound_rtol: ours, the solver's error in D_i")
     def rank_one(self, run) -> Verdict:
+        """Prediction: srank(W_i) -> 1 within the bound B_i(0) / ||W_i||_2^2."""
         return self._row(run, "tail", "srank(W_i) -> 1: (||W_i||_F^2 - ||W_i||_2^2) / B_i(0) <= 1, i.e. srank(W_i) - "
                          "1 <= B_i(0) / ||W_i||_2^2 (worst layer i < L)", "<=", 1.0 + self.bound_rtol,
                          "at the final checkpoint")
@@ -265,6 +274,7 @@ class JiTelgarskyAlignment(Theorem):
                 source="Ji & Telgarsky 2019, Theorem 2.2 (iii); the bound derived here (Davis-Kahan, Yu, Wang & "
                        "Samworth 2015, Theorem 1); bound_rtol: ours, the solver's error in D_i")
     def layers_align(self, run) -> Verdict:
+        """Prediction: adjacent layers align within the Davis-Kahan bound 2 ||D_i(0)||_2 / gap_i."""
         return self._row(run, "sin", "adjacent layers align: sin angle(v_(i+1), u_i) <= 2 ||D_i(0)||_2 / gap_i "
                          "(worst pair; measured / bound)", "<=", 1.0 + self.bound_rtol, "at the final checkpoint")
 
@@ -273,6 +283,7 @@ class JiTelgarskyAlignment(Theorem):
                        "(module docstring); tolerance: the fitted exponent's 95% interval nearer the derived one than "
                        "the nearest wrong ones (rate_verdict)")
     def direction_rate(self, run) -> Verdict:
+        """Prediction: the end-to-end vector turns to the SVM direction at the derived rate."""
         m, depth = self._measured(run), self._depth(run)
         return rate_over_runs(self.title, f"depth {depth}: end-to-end (W_L...W_1)^T -> SVM direction at the derived "
                               "rate: fitted q of the direction error ~ ||w||^-q against 1/L (its part orthogonal to the "
@@ -284,6 +295,7 @@ class JiTelgarskyAlignment(Theorem):
                 source="Ji & Telgarsky 2019, Theorem 2.2 (iv); the limit extrapolated along the derived rate, "
                        "judged against twice its uncertainty")
     def direction_limit(self, run) -> Verdict:
+        """Prediction: the end-to-end unit distance to the SVM direction tends to 0."""
         m = self._measured(run)
         return self._limit_verdict(f"depth {self._depth(run)}: end-to-end unit distance to the SVM direction -> 0: "
                                    "extrapolated limit y_inf of y_inf + c ||w||^-q (q the derived rate; the part "

@@ -101,6 +101,7 @@ class BregmanLimit(Theorem):
 
     @property
     def title(self) -> str:
+        """The theorem's name, as its verdicts give it."""
         return "Gunasekar et al. 2018, Sec. 2 (S7): limit = argmin D_psi(w, w0) s.t. Xw = y"
 
     def tol(self, method) -> float:
@@ -137,12 +138,14 @@ class BregmanLimit(Theorem):
     @assumption("n < d: an under-determined regression, interpolators exist",
                 source="Gunasekar et al. 2018 (ICML), Sec. 2 (S7)")
     def underdetermined(self, run) -> Verdict:
+        """Assumption: n < d: an under-determined regression, interpolators exist."""
         n, d = run.data[0].X.shape
         return compare(self.title, "assumption", "n < d (an under-determined regression: interpolators exist)",
                        n, "<", d)
 
     @assumption("rank X = n: the projection onto {Xw = y} is unique", source="Gunasekar et al. 2018 (ICML), Sec. 2")
     def full_row_rank(self, run) -> Verdict:
+        """Assumption: rank X = n: the projection onto {Xw = y} is unique."""
         n = run.data[0].X.shape[0]
         ranks = [int(np.linalg.matrix_rank(row["X"])) for row in self._per_run(run)]
         return over_runs(self.title, "assumption", "rank X = n (the projection onto {Xw = y} is unique)",
@@ -152,6 +155,7 @@ class BregmanLimit(Theorem):
                 source="GD: lr < 2 / beta; SGD: lr < 2 / max_i |x_i|^2; mirror descent: relative smoothness (Lu, "
                        "Freund & Nesterov 2018, Lemma 3.1)")
     def step_size(self, run) -> Verdict:
+        """Assumption: the step size is below the method's convergence bound."""
         rows = self._per_run(run)
         _, bound, what = rows[0]["step"]
         return over_runs(self.title, "assumption", f"step size: {what} below its convergence bound",
@@ -161,6 +165,7 @@ class BregmanLimit(Theorem):
                 source="ours: the first-order distance kappa |Xw - y| / |w_psi| of the run to its limit must be "
                        "resolve x tol or less")
     def interpolation(self, run) -> Verdict:
+        """Assumption: interpolation reached closely enough to resolve the limit."""
         tol = self.tol(run.spec.method)
         return over_runs(self.title, "assumption",
                          f"interpolation reached: first-order distance to the limit kappa |Xw - y| / |w_psi| <= "
@@ -172,6 +177,7 @@ class BregmanLimit(Theorem):
                 source="Gunasekar et al. 2018 (ICML), Sec. 2 (S7); tol: the accuracy of the S7 checks (issue 8), "
                        "1e-8 against the closed form, 1e-6 against the convex solve")
     def bregman_limit(self, run) -> Verdict:
+        """Prediction: the limit is the Bregman projection argmin D_psi(w, w0) s.t. Xw = y."""
         method = run.spec.method
         target = ("w0 + X^+ (y - X w0)" if not isinstance(method, MirrorDescent)
                   else f"argmin D_psi(w, w0) s.t. Xw = y, psi: {method.potential.label()}")

@@ -101,7 +101,6 @@ class _LogRates(SeparableLinear):
     loss_slope_tol: float = pydantic.Field(0.25, gt=0.0)
     limit_rtol: float = pydantic.Field(0.1, gt=0.0)
 
-
     def _over(self, run):
         return functools.partial(over_runs, self.title, "prediction", labels=run_labels(run), where=self._late())
 
@@ -152,6 +151,7 @@ class _LogRates(SeparableLinear):
                 source="Soudry et al. 2018, Theorem 3 (w(t) = w_hat log t + rho(t), rho bounded); norm_slope_rtol: "
                        "ours, the finite window still sees rho(t) move")
     def norm_growth(self, run) -> Verdict:
+        """Prediction: ||w(t)|| grows like ||w_hat|| log t."""
         m = self._measured(run)
         if m is None:
             return self._over(run)("norm", None, "<=", 0.0)
@@ -162,6 +162,7 @@ class _LogRates(SeparableLinear):
     @prediction("||w(t)|| is linear in log t", threshold="r2_min",
                 source="Soudry et al. 2018, Theorem 3 (rho(t) bounded); r2_min: ours")
     def norm_linear(self, run) -> list[Verdict]:
+        """Prediction: ||w(t)|| is linear in log t."""
         m = self._measured(run)
         if m is None:
             return []
@@ -171,6 +172,7 @@ class _LogRates(SeparableLinear):
     @prediction("the risk falls like 1/t: L(w(t)) = Theta(1/t)", threshold="loss_slope_tol",
                 source="Soudry et al. 2018, Theorem 3; loss_slope_tol: ours")
     def loss_rate(self, run) -> Verdict:
+        """Prediction: the risk falls like 1/t: L(w(t)) = Theta(1/t)."""
         m = self._measured(run)
         if m is None:
             return self._over(run)("loss", None, "<=", 0.0)
@@ -179,10 +181,12 @@ class _LogRates(SeparableLinear):
 
     @prediction("the angle gap to the SVM direction falls like 1/log t", source=RATE_SOURCE)
     def angle_rate(self, run) -> Verdict:
+        """Prediction: the angle gap to the SVM direction falls like 1/log t."""
         return self._rate(run, "angle", ANGLE_RATE)
 
     @prediction("the margin gap to the SVM margin falls like 1/log t", source=RATE_SOURCE)
     def margin_rate(self, run) -> Verdict:
+        """Prediction: the margin gap to the SVM margin falls like 1/log t."""
         return self._rate(run, "margin", MARGIN_RATE)
 
     def _rate(self, run, key: str, statement: str) -> Verdict:
@@ -268,6 +272,7 @@ class _SharpLimits(_LogRates):
                 source="Soudry et al. 2018, Theorem 3 (w(t) - w_hat log t -> w_tilde), in our 1/n, t = lr k "
                        "convention; limit_rtol: ours, read once the constraints off the support weigh < limit_rtol / 2")
     def loss_limit(self, run) -> list[Verdict]:
+        """Prediction: t L(w(t)) -> ||w_hat||^2 = sum_j alpha_j (GD)."""
         m = self._measured(run)
         if m is None:
             return []
@@ -281,6 +286,7 @@ class _SharpLimits(_LogRates):
                        "(residual_rate); limit_rtol: ours, the modes faster than t^-nu that the extrapolation "
                        "leaves out")
     def direction_limit(self, run) -> list[Verdict]:
+        """Prediction: angle gap x ||w(t)|| -> ||P w_tilde|| (GD)."""
         m = self._measured(run)
         if m is None:
             return []
@@ -292,6 +298,7 @@ class SoudryTheorem3(_SharpLimits):
 
     @property
     def title(self) -> str:
+        """The theorem's name, as its verdicts give it."""
         return "Soudry et al. 2018, Theorem 3"
 
     def _step_bound(self, run, r):
@@ -310,6 +317,7 @@ class NacsonSGD(_LogRates):
 
     @property
     def title(self) -> str:
+        """The theorem's name, as its verdicts give it."""
         return "Nacson, Srebro, Soudry 2019 (SGD)"
 
     def _losses(self):
@@ -341,6 +349,7 @@ class SoudryMulticlass(_SharpLimits):
 
     @property
     def title(self) -> str:
+        """The theorem's name, as its verdicts give it."""
         return "Soudry et al. 2018, Sec. 4.3 (multiclass)"
 
     def _losses(self):
@@ -372,6 +381,7 @@ class NacsonNormalizedGD(SeparableLinear):
 
     @property
     def title(self) -> str:
+        """The theorem's name, as its verdicts give it."""
         return "Nacson et al. 2019 (normalised GD)"
 
     def _step_statement(self) -> str:
@@ -380,7 +390,6 @@ class NacsonNormalizedGD(SeparableLinear):
     def _step_bound(self, run, r):
         R2 = float(np.max(np.sum(run.data[r].X ** 2, axis=1)))
         return 2.0 / R2, f"max ||x_i||^2 = {R2:.4g}"
-
 
     def _measured(self, run) -> dict | None:
         """Per run: the slope of log(angle gap) against log t and |d||w||/dt / gamma_hat - 1| (once per run
@@ -409,6 +418,7 @@ class NacsonNormalizedGD(SeparableLinear):
                 source="Nacson et al. 2019 (AISTATS), Sec. 4: O(log t / sqrt t); poly_max: half way between the "
                        "proven exponent -1/2 and the polylog rates of fixed-step GD")
     def angle_rate(self, run) -> Verdict:
+        """Prediction: the angle gap to the SVM direction decays polynomially in t."""
         m = self._measured(run)
         if m is None:
             return self._over(run)("angle", None, "<=", 0.0)
@@ -419,6 +429,7 @@ class NacsonNormalizedGD(SeparableLinear):
                 source="Nacson et al. 2019 (AISTATS), Sec. 4 (the normalised gradient tends to a combination of the "
                        "support vectors, of component gamma_hat along w_hat); speed_rtol: ours")
     def norm_speed(self, run) -> Verdict:
+        """Prediction: ||w|| grows linearly at rate gamma_hat."""
         m = self._measured(run)
         if m is None:
             return self._over(run)("speed", None, "<=", 0.0)

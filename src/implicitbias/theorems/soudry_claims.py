@@ -123,6 +123,7 @@ class NormalizedSpeedup(CellsTheorem):
 
     @property
     def title(self) -> str:
+        """The theorem's name, as its verdicts give it."""
         return "Nacson et al. 2019 / Soudry et al. 2018"
 
     def _speedup(self, ctx, kind: str) -> list[Verdict]:
@@ -137,9 +138,12 @@ class NormalizedSpeedup(CellsTheorem):
     @prediction("2-D data: normalised GD reaches GD's final angle gap in orders of magnitude fewer steps",
                 source="Nacson et al. 2019 (AISTATS), Sec. 4 (polynomial against 1/log t); SPEEDUP = 1e-2: ours")
     def speedup_2d(self, ctx) -> list[Verdict]:
+        """Prediction: 2-D data: normalised GD reaches GD's final angle gap in orders of magnitude fewer steps."""
         return self._speedup(ctx, "2d")
 
     @prediction("high-dimensional data: normalised GD reaches GD's final angle gap in orders of magnitude fewer steps",
                 source="Nacson et al. 2019 (AISTATS), Sec. 4 (polynomial against 1/log t); SPEEDUP = 1e-2: ours")
     def speedup_highdim(self, ctx) -> list[Verdict]:
+        """Prediction: high-dimensional data: normalised GD reaches GD's final angle gap in orders of magnitude fewer
+        steps."""
         return self._speedup(ctx, "highdim")

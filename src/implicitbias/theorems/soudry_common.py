@@ -128,10 +128,12 @@ class SeparableLinear(Theorem):
     @assumption("the data are linearly separable through the origin: the SVM margin gamma_hat > 0",
                 source="Soudry et al. 2018, Assumption 1")
     def separable(self, run) -> Verdict:
+        """Assumption: the data are linearly separable through the origin: the SVM margin gamma_hat > 0."""
         return separability_verdict(self.title, run)
 
     @assumption("the predictor is the linear model the theorem is about", source="Soudry et al. 2018, Sec. 2")
     def linear_model(self, run) -> Verdict:
+        """Assumption: the predictor is the linear model the theorem is about."""
         model = run.spec.model.kind
         return flag(self.title, "assumption", f"linear predictor ({self.model_kind})", model == self.model_kind,
                     f"model = {model}")
@@ -139,11 +141,14 @@ class SeparableLinear(Theorem):
     @assumption("the loss is exponentially tailed (logistic or exponential; cross-entropy for the multiclass model)",
                 source="Soudry et al. 2018, Assumption 3 and Sec. 4.3")
     def tailed_loss(self, run) -> Verdict:
+        """Assumption: the loss is exponentially tailed (logistic or exponential; cross-entropy for the multiclass
+        model)."""
         return loss_verdict(self.title, run, self._losses())
 
     @assumption("the method is the one the theorem is about (GD, SGD or normalised GD)",
                 source="Soudry et al. 2018, Theorem 3; Nacson et al. 2019 (SGD; normalised GD)")
     def method(self, run) -> Verdict:
+        """Assumption: the method is the one the theorem is about (GD, SGD or normalised GD)."""
         kind = run.spec.method.kind
         return flag(self.title, "assumption", f"method is {self.method_kind}", kind == self.method_kind,
                     f"method = {kind}")
@@ -152,6 +157,7 @@ class SeparableLinear(Theorem):
                 source="Soudry et al. 2018, Theorem 3 (eta < 2/beta); beta derived here for each method "
                        "(gd_smoothness, sgd_smoothness, the class docstrings)")
     def step_size(self, run) -> Verdict:
+        """Assumption: the step size is below 2 over the smoothness of the risk."""
         bounds, notes = [], []
         for r in range(run.n_runs):
             bound, note = self._step_bound(run, r)
@@ -165,6 +171,7 @@ class SeparableLinear(Theorem):
                 threshold="late_fraction",
                 source="ours: Theorem 3 is asymptotic, its rates are read on the late checkpoints")
     def regime(self, run) -> Verdict:
+        """Assumption: the asymptotic regime is reached: every point is classified correctly over the fit window."""
         q, t = curve(run.results, "min_margin"), curve(run.results, "time")
         if q is None or t is None:
             return over_runs(self.title, "assumption", "asymptotic regime", None, ">", 0.0)

@@ -256,6 +256,7 @@ class KernelRichClaims(CellsTheorem):
 
     @property
     def title(self) -> str:
+        """The theorem's name, as its verdicts give it."""
         return TITLE
 
     @prediction("per depth: alpha -> 0 gives the min-l1 interpolator and alpha -> infinity the min-l2 one (the "
@@ -265,6 +266,9 @@ class KernelRichClaims(CellsTheorem):
                        "the closed form's exponent than the wrong rate 0, the flow's error bound (regime_rate); the "
                        "midpoint between the two interpolators' teacher errors (recovery_claims)")
     def regimes(self, ctx) -> list[Verdict]:
+        """Prediction: per depth: alpha -> 0 gives the min-l1 interpolator and alpha -> infinity the min-l2 one (the
+        rates against the closed form's), the rich regime recovers the sparse teacher and the kernel regime does
+        not."""
         out = []
         for depth, cell in cells_by_depth(ctx.results).items():
             rows = ctx.once(f"rows {depth}", lambda cell=cell: summary_rows(cell))
@@ -276,6 +280,7 @@ class KernelRichClaims(CellsTheorem):
                 source="Woodworth et al. 2020, Sec. 5 (depth sharpens the transition); the widths' uncertainties "
                        "from the grid and the flow's error (width_uncertainty)")
     def sharper(self, ctx) -> list[Verdict]:
+        """Prediction: the transition is sharper for D = 3 than for D = 2."""
         cells = cells_by_depth(ctx.results)
         if not (2 in cells and 3 in cells):
             return []
