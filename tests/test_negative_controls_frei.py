@@ -265,10 +265,11 @@ def test_linear_rule_xor_can_pass_and_fail():
 
 
 def test_the_papers_cross_cell_claims_are_declared_theorems():
-    """frei2023-fig1, -fig2 and -xor pass their cross-cell claims as `CellsTheorem` objects with
+    """frei2023-fig1, -fig2 and -xor and vardi2021 pass their cross-cell claims as `CellsTheorem` objects with
     declared predictions, titled as their verdicts (no functions of the results any more)."""
     titles = {"frei2023-fig1": "Frei et al. 2023, Figure 1", "frei2023-fig2": "Frei et al. 2023, Figure 2",
-              "frei2023-xor": "Frei et al. 2023, Sec. 5 (noisy 2-XOR)"}
+              "frei2023-xor": "Frei et al. 2023, Sec. 5 (noisy 2-XOR)",
+              "vardi2021-single-neuron": "Vardi & Shamir 2021, ReLU neuron"}
     for name, title in titles.items():
         (claim,) = get(name).claims
         assert isinstance(claim, CellsTheorem) and claim.title == title

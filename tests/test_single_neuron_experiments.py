@@ -5,14 +5,18 @@ must fail), and the experiment's declaration."""
 import numpy as np
 import pytest
 
+import _table_instances as ti
 from implicitbias._spec import ConfigError
 from implicitbias.data import NeuronTeacher
+from implicitbias.experiments import get
+from implicitbias.experiments.vardi2021 import not_min_norm_threshold
 from implicitbias.losses import Loss
 from implicitbias.models import SingleNeuron
 from implicitbias.reference import neuron_preimage_projection, single_neuron_min_norm
+from implicitbias.reference.single_neuron import certified_relu_min_norm
 from implicitbias.runs import RunSpec
 from implicitbias.theorems.base import RunContext
-from implicitbias.theorems.single_neuron import VardiLeakyNeuron, VardiReluNeuron
+from implicitbias.theorems.single_neuron import VardiLeakyNeuron, VardiReluNeuron, relu_min_norm
 from implicitbias.training.methods import GD, GradientFlow
 from implicitbias.training.stopping import Stop
 from implicitbias.training.train import train
@@ -110,8 +114,6 @@ def test_leaky_reference_matches_the_closed_form():
 
 
 def test_experiment_is_catalogued_with_two_parts_and_100_relu_seeds():
-    from implicitbias.experiments import get
-
     exp = get("vardi2021-single-neuron")
     for quick in (True, False):
         runs = exp.runs(exp.resolve(quick=quick))
@@ -135,11 +137,6 @@ def test_relu_reference_is_certified_and_the_claim_threshold_covers_its_error():
     claim "some seed ends away from w_min" needs a distance above the certified error plus the final loss's
     allowance (a threshold of 1e-4 was 1.5x the Clarabel answer's error of up to 6.5e-5), so a limit at w_min fails
     it and one moved 10x the threshold along the null space of X (zero loss kept) passes."""
-    import _table_instances as ti
-    from implicitbias.experiments.vardi2021 import not_min_norm_threshold
-    from implicitbias.reference.single_neuron import certified_relu_min_norm
-    from implicitbias.theorems.single_neuron import relu_min_norm
-
     for seed in range(3):
         ds = NeuronTeacher(n=10, d=30, teacher_cos=0.15).generate(seed)
         ref = certified_relu_min_norm(ds.X, ds.y)

@@ -20,7 +20,17 @@ from implicitbias.experiments.figures import finish, panels
 from implicitbias.experiments.figures import write_csv as _write_csv
 from implicitbias.losses import Loss
 from implicitbias.models import SingleNeuron
-from implicitbias.theorems.base import RunContext, compare
+from implicitbias.reference import leaky_relu_inverse, min_l2_interpolator
+from implicitbias.theorems.base import CellsTheorem, RunContext, Verdict, compare, prediction
+from implicitbias.theorems.single_neuron import (
+    VardiLeakyNeuron,
+    VardiReluNeuron,
+    distance_to_min_norm,
+    final_weights,
+    ratio_to_min_norm,
+    relu_min_norm,
+    relu_min_norm_certified,
+)
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 
@@ -38,16 +48,11 @@ def _cell(results, part):
 
 
 def _theorems(cell):
-    from implicitbias.theorems.single_neuron import VardiLeakyNeuron, VardiReluNeuron
-
     return [VardiLeakyNeuron()] if cell.spec.model.activation == "leaky_relu" else [VardiReluNeuron(min_runs=MIN_SEEDS)]
 
 
 # -- leaky ReLU: the closest interpolator ------------------------------------------------------------------
 def _leaky_numbers(cell) -> dict[str, np.ndarray]:
-    from implicitbias.reference import leaky_relu_inverse, min_l2_interpolator
-    from implicitbias.theorems.single_neuron import VardiLeakyNeuron, final_weights
-
     ctx = RunContext.of(cell)
     refs = VardiLeakyNeuron().references(ctx)
     w = final_weights(cell.results)
@@ -93,8 +98,6 @@ def _leaky_figure(results):
 
 # -- ReLU: ||w(inf)|| <= 2 ||w_min|| -------------------------------------------------------------------------
 def _relu_numbers(cell) -> dict[str, np.ndarray]:
-    from implicitbias.theorems.single_neuron import VardiReluNeuron, distance_to_min_norm, ratio_to_min_norm
-
     ctx = RunContext.of(cell)
     return {"ratio": ratio_to_min_norm(ctx), "distance": distance_to_min_norm(ctx),
             "final_loss": cell.results["loss"].values[:, -1], "seed": cell.results["seed"].values,
@@ -124,8 +127,6 @@ def _relu_figure(results):
 
 
 def _draw_instance(ax, cell, r):
-    from implicitbias.theorems.single_neuron import relu_min_norm
-
     ds = cell.data[r]
     w = np.asarray(cell.results["theta.w"].values[r])
     wm = relu_min_norm(ds)
@@ -159,8 +160,6 @@ def _tables(results, out_dir):
         out.append(_write_csv(out_dir / "relu_norm_ratio.csv",
                               ["seed", "norm_ratio_to_min_norm", "rel_dist_to_min_norm", "final_loss", "zero_loss"],
                               rows))
-        from implicitbias.theorems.single_neuron import relu_min_norm
-
         r = _instance(relu)
         ds = relu.data[r]
         w = np.asarray(relu.results["theta.w"].values[r])
@@ -177,8 +176,6 @@ def not_min_norm_threshold(cell, r: int) -> tuple[float, str]:
     """(threshold, what) for run r: the relative distance to w_min that the comparison's errors can explain, the
     certified error of w_min plus sqrt(2 n L) / sigma_n(X) (L the run's final loss: a zero-loss point's preactivations
     pin w along the row space, as for the leaky neuron with gamma = 1), both relative to ||w_min||."""
-    from implicitbias.theorems.single_neuron import relu_min_norm_certified
-
     ds = cell.data[r]
     ref = relu_min_norm_certified(ds)
     scale = float(np.linalg.norm(ref.w))
@@ -188,16 +185,31 @@ def not_min_norm_threshold(cell, r: int) -> tuple[float, str]:
                                              f"{allowance:.2g}; both relative to ||w_min|| = {scale:.4g}")
 
 
-def _claims(results):
-    cell = _cell(results, "relu")
-    title = "Vardi & Shamir 2021, ReLU neuron"
-    nums = _relu_numbers(cell)
-    r = _instance(cell)
-    threshold, what = not_min_norm_threshold(cell, r)
-    statement = ("no norm describes the ReLU limit: some seed ends away from the minimum-norm solution, "
-                 "max ||w(inf) - w_min|| / ||w_min|| above the comparison's certified error")
-    return [compare(title, "prediction", statement, float(nums["distance"][r]), ">", threshold,
-                    f"seed {int(nums['seed'][r])}; threshold: {what}")]
+class VardiReluClaims(CellsTheorem):
+    """Vardi & Shamir 2021's claim about the ReLU neuron across its seeds (S9): no non-trivial function R(w)
+    describes the limit, so some zero-loss seed ends away from the minimum-norm solution w_min. Read on the seed
+    whose limit is farthest from w_min (`_instance`), against the distance the comparison's errors can explain
+    (`not_min_norm_threshold`)."""
+
+    @property
+    def title(self) -> str:
+        return "Vardi & Shamir 2021, ReLU neuron"
+
+    @prediction("no norm describes the ReLU limit: some seed ends away from the minimum-norm solution",
+                source="Vardi & Shamir 2021 (no R(w) for the ReLU); threshold: the certified error of w_min plus the "
+                       "final-loss allowance (derived, `not_min_norm_threshold`)")
+    def not_min_norm(self, ctx) -> Verdict:
+        """max ||w(inf) - w_min|| / ||w_min|| over the zero-loss seeds above the comparison's certified error."""
+        cell = _cell(ctx.results, "relu")
+        if cell is None:
+            raise KeyError("the results have no relu part")
+        nums = _relu_numbers(cell)
+        r = _instance(cell)
+        threshold, what = not_min_norm_threshold(cell, r)
+        statement = ("no norm describes the ReLU limit: some seed ends away from the minimum-norm solution, "
+                     "max ||w(inf) - w_min|| / ||w_min|| above the comparison's certified error")
+        return compare(self.title, "prediction", statement, float(nums["distance"][r]), ">", threshold,
+                       f"seed {int(nums['seed'][r])}; threshold: {what}")
 
 
 VARDI = Experiment(
@@ -237,7 +249,7 @@ VARDI = Experiment(
                _relu_figure),
     ),
     theorems=_theorems,
-    claims=_claims,
+    claims=(VardiReluClaims(),),
     tables=_tables,
     settings_source="Ours (the survey gives no numbers): n = 10 < d = 30, inputs x_i = mu + N(0, I_d) with "
                     "||mu|| = sqrt(d) (correlated, so that a neuron grown from a small init activates on them), a "

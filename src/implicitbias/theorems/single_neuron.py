@@ -21,26 +21,26 @@ import math
 import numpy as np
 import pydantic
 
-from implicitbias.theorems.base import Theorem, Verdict, compare
+from implicitbias.models import SingleNeuron
+from implicitbias.reference import neuron_preimage_projection
+from implicitbias.reference.memo import array_key, memoized
+from implicitbias.reference.single_neuron import ReluMinNorm, certified_relu_min_norm
+from implicitbias.theorems.base import Theorem, Verdict, assumption, compare, prediction
 from implicitbias.theorems.fitting import final, flag, over_runs, run_labels
 
-_MIN_NORM: dict[int, tuple[object, object]] = {}
+_SOURCE = "Vardi & Shamir 2021"
 
 
-def relu_min_norm_certified(data):
+def relu_min_norm_certified(data) -> ReluMinNorm:
     """The certified w_min of a data set (`reference.single_neuron.certified_relu_min_norm`: the QP's answer
-    polished on its active set, with a duality-gap bound on its error), cached per Dataset object."""
-    from implicitbias.reference.single_neuron import certified_relu_min_norm
-
-    hit = _MIN_NORM.get(id(data))
-    if hit is None or hit[0] is not data:
-        hit = (data, certified_relu_min_norm(data.X, data.y))
-        _MIN_NORM[id(data)] = hit
-    return hit[1]
+    polished on its active set, with a duality-gap bound on its error), solved once per data set (X, y) in the memo
+    of reference solutions (`reference.memo`)."""
+    return memoized("certified_relu_min_norm", array_key(data.X, data.y), {},
+                    lambda: certified_relu_min_norm(data.X, data.y))
 
 
 def relu_min_norm(data) -> np.ndarray:
-    """w_min of a data set (`relu_min_norm_certified`), cached per Dataset object."""
+    """w_min of a data set (`relu_min_norm_certified`)."""
     return relu_min_norm_certified(data).w
 
 
@@ -53,6 +53,7 @@ def initial_weights(results) -> np.ndarray | None:
 
 
 def final_weights(results) -> np.ndarray:
+    """w(inf) of every run, (run, d): the stored final parameters."""
     return np.asarray(results["theta.w"].values, dtype=np.float64)
 
 
@@ -75,10 +76,9 @@ def ratio_upper_bound(run) -> np.ndarray:
 
 def _model_verdict(theorem: str, run, activations: tuple[str, ...], what: str) -> Verdict:
     model = run.spec.model
-    kind = getattr(model, "kind", "?")
-    ok = kind == "single_neuron" and model.activation in activations
-    note = f"model = {kind}" + (f", activation = {model.activation}, gamma = {model.gamma:g}"
-                                if kind == "single_neuron" else "")
+    neuron = isinstance(model, SingleNeuron)
+    ok = neuron and model.activation in activations
+    note = f"model = {model.kind}" + (f", activation = {model.activation}, gamma = {model.gamma:g}" if neuron else "")
     return flag(theorem, "assumption", f"a single neuron sigma(<w, x>) with {what}", ok, note)
 
 
@@ -132,14 +132,31 @@ class VardiLeakyNeuron(Theorem):
     def title(self) -> str:
         return "Vardi & Shamir 2021, strictly monotone neuron"
 
-    def assumptions(self, run) -> list[Verdict]:
-        return [_model_verdict(self.title, run, ("leaky_relu",), "a strictly monotone sigma (leaky ReLU)"),
-                _flow_verdict(self.title, run), _underdetermined(self.title, run),
-                _zero_loss(self.title, run, _loss_tol(run, self.loss_tol))]
+    @assumption("a single neuron sigma(<w, x>) with a strictly monotone sigma (leaky ReLU)",
+                source=f"{_SOURCE}, the strictly monotone case")
+    def leaky_neuron(self, run) -> Verdict:
+        """The model is a single leaky-ReLU neuron."""
+        return _model_verdict(self.title, run, ("leaky_relu",), "a strictly monotone sigma (leaky ReLU)")
+
+    @assumption("trained by gradient flow on the square loss", source=f"{_SOURCE}, the method and loss")
+    def square_loss_flow(self, run) -> Verdict:
+        """The method is gradient flow and the loss the square loss."""
+        return _flow_verdict(self.title, run)
+
+    @assumption("n < d and X of full row rank", source=f"{_SOURCE}, the data")
+    def underdetermined(self, run) -> Verdict:
+        """sigma_n(X) > 0 with n < d on every data set of the cell."""
+        return _underdetermined(self.title, run)
+
+    @assumption("gradient flow reached zero loss", threshold="loss_tol",
+                source=f"{_SOURCE} (a statement about zero-loss limits); loss_tol: the cell's stopping loss")
+    def zero_loss(self, run) -> Verdict:
+        """The final loss of every run is <= loss_tol."""
+        return _zero_loss(self.title, run, _loss_tol(run, self.loss_tol))
 
     def references(self, run) -> np.ndarray | None:
-        from implicitbias.reference import neuron_preimage_projection
-
+        """w_ref = w0 + X^+ (sigma^-1(y) - X w0) of every run (`reference.neuron_preimage_projection`), (run, d);
+        None without a stored trajectory (w0 unknown)."""
         w0 = initial_weights(run.results)
         if w0 is None:
             return None
@@ -147,30 +164,51 @@ class VardiLeakyNeuron(Theorem):
         return np.stack([neuron_preimage_projection(run.data[r].X, run.data[r].y, w0[r], gamma)
                          for r in range(run.n_runs)])
 
-    def predictions(self, run) -> list[Verdict]:
-        title = self.title
-        statement = "w(inf) = w0 + X^+ (sigma^-1(y) - X w0): ||w(inf) - w_ref|| / ||w_ref||"
-        refs = self.references(run) if getattr(run.spec.model, "activation", "") == "leaky_relu" else None
+    def _distances(self, run) -> dict | None:
+        """||w(inf) - w_ref||, ||w_ref||, the allowance of the final loss and the notes, per run (once per context);
+        None when there is no reference (no trajectory, or not a leaky neuron)."""
+        model = run.spec.model
+        refs = self.references(run) if isinstance(model, SingleNeuron) and model.activation == "leaky_relu" else None
         if refs is None:
-            why = "no stored trajectory (w0 unknown): set keep_trajectory" if initial_weights(
-                run.results) is None else "not a leaky ReLU neuron"
-            return [compare(title, "prediction", statement, None, "<=", self.distance_tol, why)]
+            return None
         w = final_weights(run.results)
         dist = np.linalg.norm(w - refs, axis=1)
         scale = np.linalg.norm(refs, axis=1)
         loss = final(run.results, "loss")
-        gamma = float(run.spec.model.gamma)
+        gamma = float(model.gamma)
         smin = np.array([np.linalg.svd(ds.X, compute_uv=False)[-1] for ds in run.data])
         n = np.array([ds.n for ds in run.data])
         allowance = np.sqrt(2.0 * n * np.maximum(loss, 0.0)) / (gamma * smin) + self.rounding_rel * scale
-        labels = run_labels(run)
         notes = [f"final loss {lo:.3g}, allowance {a:.3g}" for lo, a in zip(loss, allowance)]
-        return [
-            over_runs(title, "prediction", "||w(inf) - w_ref|| <= sqrt(2 n L) / (gamma sigma_n(X)) (the distance "
-                      "the final loss allows)", dist, "<=", allowance, labels=labels, run_notes=notes),
-            over_runs(title, "prediction", statement, dist / scale, "<=", self.distance_tol, labels=labels,
-                      run_notes=notes),
-        ]
+        return {"dist": dist, "scale": scale, "allowance": allowance, "notes": notes}
+
+    @prediction("||w(inf) - w_ref|| <= sqrt(2 n L) / (gamma sigma_n(X)), the distance the final loss allows",
+                threshold="rounding_rel",
+                source=f"{_SOURCE}, the closest interpolator; the allowance: derived (class docstring); rounding_rel: "
+                       "ours, float64 rounding")
+    def within_allowance(self, run) -> list[Verdict]:
+        """The distance to w_ref within the allowance of the final loss (no verdict without a reference: the next
+        prediction says why)."""
+        d = run.once(f"vardi_leaky.distances:{self.rounding_rel!r}", lambda: self._distances(run))
+        if d is None:
+            return []
+        return [over_runs(self.title, "prediction", "||w(inf) - w_ref|| <= sqrt(2 n L) / (gamma sigma_n(X)) (the "
+                          "distance the final loss allows)", d["dist"], "<=", d["allowance"], labels=run_labels(run),
+                          run_notes=d["notes"])]
+
+    @prediction("w(inf) = w0 + X^+ (sigma^-1(y) - X w0), the zero-loss point closest to w0", threshold="distance_tol",
+                source=f"{_SOURCE}, the strictly monotone case; distance_tol: the accuracy the survey's closed form is "
+                       "checked to (1e-8)")
+    def closest_interpolator(self, run) -> Verdict:
+        """||w(inf) - w_ref|| / ||w_ref|| <= distance_tol on every run."""
+        statement = "w(inf) = w0 + X^+ (sigma^-1(y) - X w0): ||w(inf) - w_ref|| / ||w_ref||"
+        d = run.once(f"vardi_leaky.distances:{self.rounding_rel!r}", lambda: self._distances(run))
+        if d is None:
+            why = ("no stored trajectory (w0 unknown): set keep_trajectory" if initial_weights(run.results) is None
+                   else "not a leaky ReLU neuron")
+            return compare(self.title, "prediction", statement, None, "<=", self.distance_tol, why)
+        return over_runs(self.title, "prediction", statement, d["dist"] / d["scale"], "<=", self.distance_tol,
+                         labels=run_labels(run), run_notes=d["notes"])
 
 
 class VardiReluNeuron(Theorem):
@@ -197,26 +235,24 @@ class VardiReluNeuron(Theorem):
     def title(self) -> str:
         return "Vardi & Shamir 2021, ReLU neuron"
 
-    def assumptions(self, run) -> list[Verdict]:
-        return [_model_verdict(self.title, run, ("relu",), "the ReLU"), _flow_verdict(self.title, run),
-                _underdetermined(self.title, run), self._realisable(run), self._small_init(run), self._in_scope(run)]
+    @assumption("a single neuron sigma(<w, x>) with the ReLU", source=f"{_SOURCE}, the ReLU case")
+    def relu_neuron(self, run) -> Verdict:
+        """The model is a single ReLU neuron."""
+        return _model_verdict(self.title, run, ("relu",), "the ReLU")
 
-    def in_scope(self, run) -> np.ndarray:
-        """The runs that satisfy the theorem's hypothesis: gradient flow reached zero loss (final loss <= tol)."""
-        loss = final(run.results, "loss")
-        return loss <= _loss_tol(run, self.loss_tol)
+    @assumption("trained by gradient flow on the square loss", source=f"{_SOURCE}, the method and loss")
+    def square_loss_flow(self, run) -> Verdict:
+        """The method is gradient flow and the loss the square loss."""
+        return _flow_verdict(self.title, run)
 
-    def _in_scope(self, run) -> Verdict:
-        keep = self.in_scope(run)
-        out = [f"seed {spec.seed}" for spec, k in zip(run.runs, keep) if not k]
-        note = (f"{int(keep.sum())} of {keep.size} runs reached zero loss; the theorem describes zero-loss limits, so "
-                f"the others (a ReLU neuron can stop at a spurious stationary point with dead points) are outside its "
-                f"scope and left out of the prediction" + (f": {', '.join(out[:20])}" if out else ""))
-        return compare(self.title, "assumption", f"gradient flow reached zero loss (final loss <= "
-                       f"{_loss_tol(run, self.loss_tol):.3g}) on at least {self.min_runs} runs (number of runs)",
-                       float(keep.sum()), ">=", float(self.min_runs), note)
+    @assumption("n < d and X of full row rank", source=f"{_SOURCE}, the data")
+    def underdetermined(self, run) -> Verdict:
+        """sigma_n(X) > 0 with n < d on every data set of the cell."""
+        return _underdetermined(self.title, run)
 
-    def _realisable(self, run) -> Verdict:
+    @assumption("labels realisable by a ReLU neuron", source=f"{_SOURCE}, realisable labels y_i = [<w*, x_i>]_+")
+    def realisable(self, run) -> Verdict:
+        """Every data set's minimum-norm QP is feasible and fits its labels (to the solver's accuracy, 1e-6)."""
         worst = 0.0
         for ds in run.data:
             if np.any(ds.y < 0):
@@ -230,7 +266,10 @@ class VardiReluNeuron(Theorem):
         return flag(self.title, "assumption", "labels realisable by a ReLU neuron (the min-norm QP is feasible)",
                     worst <= 1e-6, f"max_i |[<w_min, x_i>]_+ - y_i| = {worst:.2g} (QP solver accuracy)")
 
-    def _small_init(self, run) -> Verdict:
+    @assumption("small init: ||w0|| / ||w_min|| <= init_ratio_max", threshold="init_ratio_max",
+                source=f"{_SOURCE}, 'a small initialisation'; init_ratio_max: ours (0.01)")
+    def small_init(self, run) -> Verdict:
+        """||w0|| / ||w_min|| on every run, w0 from the stored trajectory."""
         w0 = initial_weights(run.results)
         statement = f"small init: ||w0|| / ||w_min|| <= {self.init_ratio_max:g}"
         if w0 is None:
@@ -243,24 +282,46 @@ class VardiReluNeuron(Theorem):
         return over_runs(self.title, "assumption", statement, ratio, "<=", self.init_ratio_max,
                          labels=run_labels(run), where="at init")
 
-    def predictions(self, run) -> list[Verdict]:
+    def in_scope(self, run) -> np.ndarray:
+        """The runs that satisfy the theorem's hypothesis: gradient flow reached zero loss (final loss <= tol)."""
+        loss = final(run.results, "loss")
+        return loss <= _loss_tol(run, self.loss_tol)
+
+    @assumption("gradient flow reached zero loss on at least min_runs runs", threshold="min_runs, loss_tol",
+                source=f"{_SOURCE} (zero-loss limits; the others are outside its scope); min_runs: the experiment's")
+    def enough_zero_loss_runs(self, run) -> Verdict:
+        """The number of runs that reached zero loss against min_runs; the others are left out of the prediction."""
+        keep = self.in_scope(run)
+        out = [f"seed {spec.seed}" for spec, k in zip(run.runs, keep) if not k]
+        note = (f"{int(keep.sum())} of {keep.size} runs reached zero loss; the theorem describes zero-loss limits, so "
+                f"the others (a ReLU neuron can stop at a spurious stationary point with dead points) are outside its "
+                f"scope and left out of the prediction" + (f": {', '.join(out[:20])}" if out else ""))
+        return compare(self.title, "assumption", f"gradient flow reached zero loss (final loss <= "
+                       f"{_loss_tol(run, self.loss_tol):.3g}) on at least {self.min_runs} runs (number of runs)",
+                       float(keep.sum()), ">=", float(self.min_runs), note)
+
+    @prediction("||w(inf)|| <= 2 ||w_min|| on every run that reached zero loss", threshold="bound",
+                source=f"{_SOURCE}, the ReLU neuron from a small init (the factor 2 is the theorem's)")
+    def norm_bound(self, run) -> Verdict:
+        """||w(inf)|| / (||w_min|| - e) <= bound on the zero-loss runs, e the certified error of w_min."""
         statement = f"||w(inf)|| <= {self.bound:g} ||w_min||: ||w(inf)|| / ||w_min||"
-        if getattr(run.spec.model, "activation", "") != "relu":
-            return [compare(self.title, "prediction", statement, None, "<=", self.bound, "not a ReLU neuron")]
+        model = run.spec.model
+        if not (isinstance(model, SingleNeuron) and model.activation == "relu"):
+            return compare(self.title, "prediction", statement, None, "<=", self.bound, "not a ReLU neuron")
         try:
             ratio = ratio_upper_bound(run)
         except ValueError as exc:
-            return [compare(self.title, "prediction", statement, None, "<=", self.bound, str(exc))]
+            return compare(self.title, "prediction", statement, None, "<=", self.bound, str(exc))
         keep = self.in_scope(run)
         if not keep.any():
-            return [compare(self.title, "prediction", statement, None, "<=", self.bound, "no run reached zero loss")]
+            return compare(self.title, "prediction", statement, None, "<=", self.bound, "no run reached zero loss")
         ratio = ratio[keep]
         labels = [lab for lab, k in zip(run_labels(run), keep) if k]
         errors = [relu_min_norm_certified(ds).error / np.linalg.norm(relu_min_norm(ds)) for ds in run.data]
         spread = (f"ratios over the {ratio.size} zero-loss runs: min {np.min(ratio):.4g}, median "
                   f"{np.median(ratio):.4g}; each is ||w(inf)|| / (||w_min|| - e) with e the certified error of the QP "
                   f"reference (relative error at most {max(errors):.2g}: duality gap and constraint violation)")
-        return [over_runs(self.title, "prediction", statement, ratio, "<=", self.bound, labels=labels, note=spread)]
+        return over_runs(self.title, "prediction", statement, ratio, "<=", self.bound, labels=labels, note=spread)
 
 
 def distance_to_min_norm(run) -> np.ndarray:
