@@ -23,10 +23,11 @@ import xarray as xr
 
 import _table_instances as ti
 from _controls import Control
-from implicitbias.data import RazinCohen
+from implicitbias.data import MatrixSensing, RazinCohen
 from implicitbias.models import MatrixFactorization
 from implicitbias.runs import RunSpec
 from implicitbias.theorems.base import RunContext
+from implicitbias.theorems.matrix_common import greedy_path, min_nuclear_norm_psd
 from implicitbias.training.methods import GradientFlow
 
 
@@ -94,8 +95,6 @@ def _recovers_w_star():
     threshold (the minimum nuclear norm over PSD interpolators is below ||W*||_*), and runs that end at W* itself
     (||W(inf)||_* = ||W*||_* at every alpha): they recover W* but do not minimise the nuclear norm. The check is
     unchanged; the old quick variant had only n = 40, where the minimum is W* and such a run passes."""
-    from implicitbias.data import MatrixSensing
-    from implicitbias.theorems.matrix_factorization import min_nuclear_norm_psd
 
     spec = MatrixSensing(n=2, d=3, rank=1, psd=True, measurements="gaussian")
     ds = spec.generate(0)
@@ -152,8 +151,6 @@ def _offset_saddle():
     """The path passes, at every alpha, a point 5% (of ||W_1||) away from GLRL's W_1 plus alpha^(1/4) x 5% more, in a
     direction orthogonal to W_1 and W_2: the closest approach falls with alpha (log-log slope 0.031 > 0 at saddle 1,
     2.9 at saddle 2, which the old check accepted) but levels off at 5%."""
-    from implicitbias.data import MatrixSensing
-    from implicitbias.theorems.matrix_factorization import greedy_path
 
     ds = MatrixSensing(n=12, d=3, rank=2, singular_values=(2.0, 1.0)).generate(0)
     W1, W2 = greedy_path(ds, 2).iterates[:2]

@@ -3,8 +3,8 @@
 Each builder returns a `RunContext` whose recorded quantities are computed from hand-set parameters with the
 project's own functions (references, metrics, mirror flow), so the instance is consistent: the parameters are
 those of a run that shows the theorem's behaviour, and the curves the checks read follow from them. They are
-cached (the nominal instance of a row is built once; references cached per Dataset object are then shared by
-the row's breaking inputs).
+cached (the nominal instance of a row is built once; references memoized by data key, `reference.memo`, are
+then shared by the row's breaking inputs that keep the data).
 """
 
 from __future__ import annotations

@@ -6,21 +6,22 @@ import jax
 import numpy as np
 import pytest
 
+import _table_instances as ti
 from implicitbias._spec import ConfigError
+from implicitbias.cli import main
 from implicitbias.data import MatrixCompletion, MatrixSensing, RazinCohen
+from implicitbias.experiments import get
+from implicitbias.experiments.arora2019 import AroraClaims
+from implicitbias.experiments.razin2020 import LOSS_TOL, RAZIN
 from implicitbias.losses import Loss
+from implicitbias.metrics.factorization import commutator_gap, crossing_times, end_to_end
 from implicitbias.models import MatrixFactorization
 from implicitbias.runs import RunSpec
-from implicitbias.theorems.base import RunContext
-from implicitbias.theorems.matrix_factorization import (
-    GunasekarCommuting,
-    GunasekarConjecture,
-    RazinCohen2020,
-    commutator_gap,
-    end_to_end,
-    min_nuclear_norm,
-    min_nuclear_norm_psd,
-)
+from implicitbias.theorems.base import CellsContext, RunContext
+from implicitbias.theorems.gunasekar_sensing import GunasekarCommuting, GunasekarConjecture
+from implicitbias.theorems.li_luo_lyu import LiIncremental
+from implicitbias.theorems.matrix_common import min_nuclear_norm, min_nuclear_norm_psd
+from implicitbias.theorems.razin_cohen import RazinCohen2020
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 from implicitbias.training.train import train
@@ -102,16 +103,12 @@ def test_explicit_observed_entries():
     ({"model.dim": 3}, "model.dim"),
 ])
 def test_bad_factorisation_runs_are_refused_before_training(setting, field):
-    from implicitbias.experiments import get
-
     exp = get("razin2020-counterexample")
     with pytest.raises(ConfigError, match=field):
         exp.runs(exp.resolve(quick=True, overrides=setting))
 
 
 def test_bad_input_from_the_command_line_exits_2_naming_the_field(tmp_path, capsys):
-    from implicitbias.cli import main
-
     code = main(["run", "razin2020-counterexample", "--quick", "--out", str(tmp_path / "o"), "--set",
                  "grid.init_scale=[0.5, 0.0]"])
     assert code == 2 and "init_scale" in capsys.readouterr().err
@@ -156,8 +153,6 @@ def test_razin_cohen_balanced_run_holds_and_a_determinant_crossing_fails():
     (MatrixFactorization(dim=2, depth=3), False),  # det W ~ L^2, resolved from the factors down to 1e-8
 ])
 def test_razin_cohen_holds_down_to_loss_1e8_with_the_implicit_solver(model, unresolved):
-    from implicitbias.experiments.razin2020 import LOSS_TOL, RAZIN
-
     assert LOSS_TOL <= 1e-8
     method = RAZIN.config.method
     assert method.solver == "kvaerno5"
@@ -233,8 +228,6 @@ def test_the_end_to_end_path_is_the_product_of_the_stored_factors():
 
 # -- Li, Luo & Lyu 2021 ------------------------------------------------------------------------------------
 def test_li_incremental_holds_and_simultaneous_learning_fails():
-    from implicitbias.theorems.matrix_factorization import LiIncremental, crossing_times
-
     spec = MatrixSensing(d=6, rank=2, n=30, singular_values=(3.0, 1.0))
     model = MatrixFactorization(dim=6, depth=2)
     times = [0.0] + list(np.linspace(0.25, 40.0, 160)) + list(np.geomspace(40.0, 1e3, 11)[1:])
@@ -279,9 +272,6 @@ def test_arora_claims_are_read_at_an_identifiable_n():
     """Issue 24, item 4: the claims are read at the smallest n above r (2 d - r) (20 x 20, rank 2: 76), not at the
     smallest n. Negative control: depth 3 best at n = 60 (not identifiable: what the old reading, at the smallest n,
     passed) but worse than the nuclear norm and depth 2 at n = 120."""
-    from implicitbias.experiments.arora2019 import AroraClaims
-    from implicitbias.theorems.base import CellsContext
-
     def claims_at(rows, d, rank):  # the claims on a table of rows at the smallest init (what they read from a run)
         ctx = CellsContext(results=None)
         ctx.once("arora.rows", lambda: (rows, d, rank))
@@ -303,8 +293,6 @@ def test_razin_symmetric_depth_2_bounds_are_not_predictions():
     """Issue 24, item 1: for W = U U^T, det W = det(U)^2 >= 0 and the norm and rank bounds follow from the loss alone;
     they were reported "holds" (det(U)^2 > 0 cannot fail) and are now not_evaluated with that reason, on the
     table's Razin instance read as the symmetric model (W_1 = W_2 = S = S^T: the same path as U U^T with U = S)."""
-    import _table_instances as ti
-
     ctx = ti.razin_cohen()
     model = MatrixFactorization(dim=2, depth=2, symmetric=True)
     S = ctx.results["trajectory.theta.W1"]

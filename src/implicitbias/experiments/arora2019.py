@@ -140,17 +140,20 @@ class AroraClaims(CellsTheorem):
 
     @property
     def title(self) -> str:
+        """The name its verdicts carry."""
         return "Arora et al. 2019, deep matrix completion"
 
     @prediction("depth >= 3 recovers better than the nuclear-norm minimiser (median error, smallest identifiable n)",
                 source=_SOURCE)
     def beats_nuclear_norm(self, ctx) -> Verdict:
+        """The best median error of the depths >= 3 is below the nuclear-norm minimiser's."""
         return self._compare(ctx, "nuclear norm",
                              "depth >= 3 recovers better than the nuclear-norm minimiser: best median error of the "
                              "depths >= 3")
 
     @prediction("depth >= 3 recovers better than depth 2 (median error, smallest identifiable n)", source=_SOURCE)
     def beats_depth_2(self, ctx) -> Verdict:
+        """The best median error of the depths >= 3 is below depth 2's."""
         return self._compare(ctx, "depth 2", "depth >= 3 recovers better than depth 2: best median error of the "
                              "depths >= 3")
 

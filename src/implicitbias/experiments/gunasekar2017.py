@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from implicitbias._spec import ConfigError
-from implicitbias.data import MatrixSensing
+from implicitbias.data import MatrixCompletion, MatrixSensing, RazinCohen
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
@@ -35,22 +35,25 @@ def check_factorization_run(spec) -> None:
     every factorisation of depth >= 2, gradient flow never leaves it) or a factorisation of another size than
     the observed matrix."""
     model, data = spec.model, spec.data
-    if model.kind != "matrix_factorization":
+    if not isinstance(model, MatrixFactorization):
         return
     if not spec.init_scale > 0:
         raise ConfigError(f"init_scale = {spec.init_scale!r} is not allowed: expected alpha > 0 (W = 0 is a saddle "
                           "point of the factorisation; gradient flow never leaves it)")
-    d = getattr(data, "d", 2)
-    if model.dim != d:
+    d = 2 if isinstance(data, RazinCohen) else data.d if isinstance(data, MatrixSensing | MatrixCompletion) else None
+    if d is not None and model.dim != d:
         raise ConfigError(f"model.dim = {model.dim} is not allowed: expected data.d = {d} (the factorisation must "
                           "be as large as the observed matrix)")
 
 
 @dataclasses.dataclass(frozen=True)
 class FactorizationExperiment(Experiment):
-    """An S8 experiment: every run is checked by `check_factorization_run` when the runs are declared."""
+    """An S8 experiment. Its runs are the grid of its config, as for every experiment; `runs` only adds, before
+    anything trains, `check_factorization_run` on each (a check across the model and the data, which neither spec
+    can make alone)."""
 
     def runs(self, config: ExperimentConfig) -> list:
+        """The grid's runs (`Experiment.runs`), each checked by `check_factorization_run`."""
         runs = super().runs(config)
         for spec in runs:
             check_factorization_run(spec)

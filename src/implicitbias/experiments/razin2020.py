@@ -188,11 +188,13 @@ class RazinUnbalancedClaims(CellsTheorem):
 
     @property
     def title(self) -> str:
+        """The name its verdicts carry."""
         return "Razin & Cohen 2020, unbalanced inits"
 
     @prediction("det W(t) crosses zero in some run from an unbalanced init (number of runs >= 1)",
                 source=_UNBALANCED_SOURCE)
     def determinant_crosses_zero(self, ctx) -> list[Verdict]:
+        """Per unbalanced cell, the number of runs whose resolved det W(t) crossed zero, >= 1."""
         out = []
         for cell, _, crossed in self._crossings(ctx):
             seeds = ", ".join(str(cell.runs[r].seed) for r in crossed) or "none"
@@ -204,6 +206,7 @@ class RazinUnbalancedClaims(CellsTheorem):
     @prediction("after det W crossed zero the loss reaches its tolerance at |W_11| below the det > 0 bound "
                 "(1 - rho)^2 / rho", source=_UNBALANCED_SOURCE)
     def finite_completion(self, ctx) -> list[Verdict]:
+        """Per run that crossed: the final |W_11| is below the bound det W > 0 would force."""
         out = []
         for cell, p, crossed in self._crossings(ctx):
             for r in crossed:

@@ -44,6 +44,7 @@ class _SensingLimit(Theorem):
     @prediction("||W(inf)||_* / min over PSD interpolators <= 1 + ratio_tol at the smallest alpha",
                 threshold="ratio_tol", source=f"{_THEOREM_1} and {_CONJECTURE}; {_RATIO}")
     def ratio_at_smallest_alpha(self, run) -> Verdict:
+        """The nuclear-norm ratio at the grid's smallest alpha, worst trial."""
         ratio = self._ratios(run)
         at = smallest(run)
         alpha = run_alphas(run).min()
@@ -56,6 +57,7 @@ class _SensingLimit(Theorem):
     @prediction("the excess ratio - 1 vanishes as a power of alpha (exponent CI above 0, extrapolated limit 1)",
                 threshold="floor", source=f"{_THEOREM_1} and {_CONJECTURE} (the limit alpha -> 0); {_TREND}")
     def excess_vanishes(self, run) -> Verdict:
+        """ratio - 1 -> 0 as a power of alpha, worst trial (`excess_trend`)."""
         return excess_trend(self.title, run, self._ratios(run), self.floor)
 
     @staticmethod
@@ -92,17 +94,20 @@ class GunasekarCommuting(_SensingLimit):
 
     @property
     def title(self) -> str:
+        """The name its verdicts carry."""
         return "Gunasekar et al. 2017, Theorem 1 (commuting measurements)"
 
     @assumption("the A_i commute and are symmetric", threshold="commute_tol",
                 source=f"{_THEOREM_1}; commute_tol: ours, rounding")
     def commuting(self, run) -> Verdict:
+        """The relative commutator and asymmetry of the A_i, worst run's data."""
         gaps = [commutator_gap(ds) for ds in run.data]
         return over_runs(self.title, "assumption", "the A_i commute and are symmetric: relative commutator / asymmetry",
                          gaps, "<=", self.commute_tol, labels=run_labels(run), where="over the runs' data")
 
     @assumption("labels realisable by a PSD matrix (W* PSD)", source=f"{_THEOREM_1} (PSD interpolators exist)")
     def realisable(self, run) -> Verdict:
+        """W* is PSD on every run's data."""
         star = [ds.info.get("W_star") for ds in run.data]
         ok = None if any(w is None for w in star) else all(
             np.linalg.eigvalsh(0.5 * (w + w.T))[0] >= -1e-12 * np.linalg.norm(w, 2) for w in star)
@@ -111,24 +116,29 @@ class GunasekarCommuting(_SensingLimit):
 
     @assumption("a matrix factorisation of depth N >= 2", source=f"{_THEOREM_1}: W = U U^T")
     def depth(self, run) -> Verdict:
+        """The model is a matrix factorisation of depth >= 2."""
         return depth_verdict(self.title, run, 2)
 
     @assumption("W = U U^T from U(0) = alpha I", source=f"{_THEOREM_1}")
     def identity_init(self, run) -> Verdict:
+        """The model is W = U U^T from U(0) = alpha I."""
         return identity_init_verdict(self.title, run)
 
     @assumption("gradient flow on the square loss", source=f"{_THEOREM_1}")
     def gradient_flow(self, run) -> Verdict:
+        """The method is gradient flow on the square loss."""
         return flow_verdict(self.title, run)
 
     @assumption("alpha -> 0 read over a grid of at least 4 init scales", source=f"{_THEOREM_1} (the limit alpha -> 0); "
                 "4: ours, the fewest alphas the limit fit leaves a degree of freedom with")
     def alpha_grid(self, run) -> Verdict:
+        """The cell holds at least 4 init scales alpha > 0."""
         return alpha_grid_verdict(self.title, run, 4)
 
     @assumption("the limits interpolate: final loss <= loss_tol", threshold="loss_tol",
                 source=f"{_THEOREM_1} (limits that interpolate); loss_tol: ours")
     def loss_reached(self, run) -> Verdict:
+        """The final loss of every run is at most loss_tol."""
         return reached(self.title, run, self.loss_tol, "Theorem 1 is about limits that interpolate")
 
     def _ratio_notes(self, run, at) -> list[str]:
@@ -153,29 +163,35 @@ class GunasekarConjecture(_SensingLimit):
 
     @property
     def title(self) -> str:
+        """The name its verdicts carry."""
         return "Gunasekar et al. 2017, Conjecture 1 (general measurements)"
 
     @assumption("a matrix factorisation of depth N >= 2", source=f"{_CONJECTURE}: W = U U^T")
     def depth(self, run) -> Verdict:
+        """The model is a matrix factorisation of depth >= 2."""
         return depth_verdict(self.title, run, 2)
 
     @assumption("W = U U^T from U(0) = alpha I", source=f"{_CONJECTURE}")
     def identity_init(self, run) -> Verdict:
+        """The model is W = U U^T from U(0) = alpha I."""
         return identity_init_verdict(self.title, run)
 
     @assumption("gradient flow on the square loss", source=f"{_CONJECTURE}")
     def gradient_flow(self, run) -> Verdict:
+        """The method is gradient flow on the square loss."""
         return flow_verdict(self.title, run)
 
     @assumption("alpha -> 0 read over a grid of at least 4 init scales", source=f"{_CONJECTURE} (the limit alpha -> "
                 "0); 4: ours, the fewest alphas the limit fit leaves a degree of freedom with")
     def alpha_grid(self, run) -> Verdict:
+        """The cell holds at least 4 init scales alpha > 0."""
         return alpha_grid_verdict(self.title, run, 4)
 
     @assumption("the limits interpolate: final loss <= loss_tol", threshold="loss_tol",
                 source=f"{_CONJECTURE} (limits that interpolate); loss_tol: ours, 1e-9 leaves a residual well below "
                        "ratio_tol")
     def loss_reached(self, run) -> Verdict:
+        """The final loss of every run is at most loss_tol."""
         return reached(self.title, run, self.loss_tol, "the conjecture is about limits that interpolate")
 
     def _ratio_notes(self, run, at) -> list[str]:

@@ -83,11 +83,13 @@ class LiIncremental(Theorem):
 
     @property
     def title(self) -> str:
+        """The name its verdicts carry."""
         return "Li, Luo & Lyu 2021, incremental learning"
 
     # -- assumptions -------------------------------------------------------------------------------------------
     @assumption("a factorisation of depth 2 (GLRL's U V^T)", source=f"{_PAPER}, Sec. 5 (depth 2)")
     def depth_two(self, run) -> Verdict:
+        """The model is a matrix factorisation of depth 2."""
         m = run.spec.model
         factorisation = isinstance(m, MatrixFactorization)
         return flag(self.title, "assumption", "a factorisation of depth 2 (GLRL's U V^T)",
@@ -95,6 +97,7 @@ class LiIncremental(Theorem):
 
     @assumption("init W_j(0) = alpha I (a tiny, balanced init)", source=f"{_PAPER} (init alpha I, alpha -> 0)")
     def identity_init(self, run) -> Verdict:
+        """The factors start at alpha I (no noise, not symmetric)."""
         m = run.spec.model
         factorisation = isinstance(m, MatrixFactorization)
         ok = factorisation and m.init_scheme == "identity" and m.init_noise == 0.0 and not m.symmetric
@@ -103,16 +106,19 @@ class LiIncremental(Theorem):
 
     @assumption("gradient flow on the square loss", source=f"{_PAPER}")
     def gradient_flow(self, run) -> Verdict:
+        """The method is gradient flow on the square loss."""
         return flow_verdict(self.title, run)
 
     @assumption("alpha -> 0 read over a grid of at least 4 init scales", source=f"{_PAPER} (the limit alpha -> 0); "
                 "4: ours, the fewest alphas the limit fit leaves a degree of freedom with")
     def alpha_grid(self, run) -> Verdict:
+        """The cell holds at least 4 init scales alpha > 0."""
         return alpha_grid_verdict(self.title, run, 4)
 
     @assumption("W* of rank r >= 2 with distinct singular values", threshold="gap_max",
                 source=f"{_PAPER} (distinct singular values); gap_max: ours")
     def distinct_singular_values(self, run) -> Verdict:
+        """max_k sigma_(k+1) / sigma_k of W* <= gap_max (worst run's data)."""
         ratios = []
         for ds in run.data:
             s = np.linalg.svd(ds.info["W_star"], compute_uv=False)[: target_rank(run)] if "W_star" in ds.info \
@@ -126,6 +132,7 @@ class LiIncremental(Theorem):
                 threshold="settle", source="ours: t_k is read against the final singular values; settle = 1e-4 reads "
                                            "sigma_r to ~1% (class docstring)")
     def settled(self, run) -> Verdict:
+        """Final loss over the loss at GLRL's last saddle before W* <= settle (worst run)."""
         r = target_rank(run)
         last = np.array([glrl(run, i).losses[r - 2] if r >= 2 else math.nan for i in range(run.n_runs)])
         loss = final(run.results, "loss")
@@ -138,6 +145,7 @@ class LiIncremental(Theorem):
     @prediction("the singular values are learned one at a time: t_1 < t_2 < ... < t_r at the smallest alpha",
                 source=f"{_PAPER}, Theorems 5.3 and 6.x (incremental learning)")
     def one_at_a_time(self, run) -> Verdict:
+        """min_k (t_(k+1) / t_k - 1) > 0 at the smallest alpha (worst trial)."""
         if not self._has_path(run):
             return compare(self.title, "prediction", "singular values learned one at a time", None, ">", 0.0,
                            "no stored trajectory: set keep_trajectory")
@@ -152,6 +160,7 @@ class LiIncremental(Theorem):
                 source=f"{_PAPER}; the rate is derived (class docstring, (2)) and judged against the nearest wrong "
                        "rates 0, 1/2 and 2")
     def first_escape(self, run) -> list[Verdict]:
+        """The slope of sigma_1(M_0) t_1 against ln(1/alpha) is 1 (`rate_verdict`)."""
         if not self._has_path(run):
             return []
         t, alpha = self.times(run), run_alphas(run)
@@ -195,6 +204,7 @@ class LiIncremental(Theorem):
                 "alpha", threshold="floor", source=f"{_PAPER}, Theorem 5.3 (GLRL's path as alpha -> 0); floor: ours, "
                                                    "the comparison's accuracy")
     def follows_glrl(self, run) -> list[Verdict]:
+        """The closest approach to each saddle k < r vanishes as a power of alpha (worst trial and saddle)."""
         if not self._has_path(run):
             return []
         alpha = run_alphas(run)

@@ -94,12 +94,14 @@ class RazinCohen2020(Theorem):
 
     @property
     def title(self) -> str:
+        """The name its verdicts carry."""
         return "Razin & Cohen 2020, Sec. 3"
 
     # -- assumptions -------------------------------------------------------------------------------------------
     @assumption("the data are the 2 x 2 counterexample: W_12 = W_21 = 1, W_22 = 0 observed, W_11 not",
                 source=f"{_PAPER} (the counterexample)")
     def counterexample(self, run) -> Verdict:
+        """The observed entries of every run's data are the counterexample's."""
         seen = [observed_entries(ds) for ds in run.data]
         ok = all(s == COUNTEREXAMPLE for s in seen)
         return flag(self.title, "assumption", "the 2 x 2 counterexample: W_12 = W_21 = 1, W_22 = 0 observed, W_11 "
@@ -107,11 +109,13 @@ class RazinCohen2020(Theorem):
 
     @assumption("a matrix factorisation of depth N >= 2", source=f"{_PAPER}: depth N >= 2")
     def depth(self, run) -> Verdict:
+        """The model is a matrix factorisation of depth >= 2."""
         return depth_verdict(self.title, run, 2)
 
     @assumption("balanced init: W_(j+1)^T W_(j+1) = W_j W_j^T", threshold="balance_tol",
                 source=f"{_PAPER} (balanced init); balance_tol: ours, rounding")
     def balanced(self, run) -> Verdict:
+        """The factors at init are balanced (worst run), read from the stored trajectory."""
         fs = self.factor_path(run)
         gap = None if fs is None else balance_gap([f[:, 0] for f in fs])
         statement = "balanced init: max_j ||W_(j+1)^T W_(j+1) - W_j W_j^T||_F / ||W_j||_F^2"
@@ -122,6 +126,7 @@ class RazinCohen2020(Theorem):
 
     @assumption("det W(0) > 0", source=f"{_PAPER}")
     def positive_det_at_init(self, run) -> Verdict:
+        """det W(0) > 0 on every run."""
         W = self.path(run)
         statement = "det W(0) > 0"
         if W is None:
@@ -131,12 +136,14 @@ class RazinCohen2020(Theorem):
 
     @assumption("gradient flow on the square loss", source=f"{_PAPER}: gradient flow")
     def gradient_flow(self, run) -> Verdict:
+        """The method is gradient flow on the square loss."""
         return flow_verdict(self.title, run)
 
     @assumption("the loss -> 0, read as final loss <= loss_tol", threshold="loss_tol",
                 source=f"{_PAPER}: the hypothesis that gradient flow drives the loss to 0; loss_tol: ours, the "
                        "cell's stopping loss by default")
     def loss_reached(self, run) -> Verdict:
+        """The final loss of every run is at most loss_tol (or the cell's stopping loss)."""
         return reached(self.title, run, self.loss_tol or run.spec.stop.loss_tol or 1e-8,
                        "the hypothesis 'gradient flow drives the loss to 0', read at the run's stopping loss")
 
@@ -145,6 +152,7 @@ class RazinCohen2020(Theorem):
                 source=f"{_PAPER}: balanced gradient flow keeps the sign of det W; the resolution 2 u ||W_j||_F^2 "
                        "is float64's rounding of a 2 x 2 determinant")
     def det_stays_positive(self, run) -> Verdict:
+        """min over resolved checkpoints of prod_j det W_j(t) > 0 (worst run; unresolved ones counted)."""
         p = self._path(run)
         if p is None:
             return compare(self.title, "prediction", "det W(t) > 0 along training", None, ">", 0.0,
@@ -167,38 +175,46 @@ class RazinCohen2020(Theorem):
 
     @prediction("Frobenius norm >= (1 - rho)^2 / rho along training", source=_BOUND)
     def frobenius_bound(self, run) -> list[Verdict]:
+        """||W(t)||_F >= (1 - rho)^2 / rho at every checkpoint with rho < 1 (worst run)."""
         return self._norm_bound(run, "Frobenius")
 
     @prediction("Frobenius norm grows like L^(-1/2) as the loss falls", threshold="late_loss, slope_max",
                 source=_GROWTH)
     def frobenius_growth(self, run) -> list[Verdict]:
+        """The late-window slope of log ||W||_F against log L is <= slope_max (worst run)."""
         return self._norm_growth(run, "Frobenius")
 
     @prediction("nuclear norm >= (1 - rho)^2 / rho along training", source=_BOUND)
     def nuclear_bound(self, run) -> list[Verdict]:
+        """||W(t)||_* >= (1 - rho)^2 / rho at every checkpoint with rho < 1 (worst run)."""
         return self._norm_bound(run, "nuclear")
 
     @prediction("nuclear norm grows like L^(-1/2) as the loss falls", threshold="late_loss, slope_max",
                 source=_GROWTH)
     def nuclear_growth(self, run) -> list[Verdict]:
+        """The late-window slope of log ||W||_* against log L is <= slope_max (worst run)."""
         return self._norm_growth(run, "nuclear")
 
     @prediction("spectral norm >= (1 - rho)^2 / rho along training", source=_BOUND)
     def spectral_bound(self, run) -> list[Verdict]:
+        """||W(t)||_2 >= (1 - rho)^2 / rho at every checkpoint with rho < 1 (worst run)."""
         return self._norm_bound(run, "spectral")
 
     @prediction("spectral norm grows like L^(-1/2) as the loss falls", threshold="late_loss, slope_max",
                 source=_GROWTH)
     def spectral_growth(self, run) -> list[Verdict]:
+        """The late-window slope of log ||W||_2 against log L is <= slope_max (worst run)."""
         return self._norm_growth(run, "spectral")
 
     @prediction("Schatten-1/2 quasi-norm >= (1 - rho)^2 / rho along training", source=_BOUND)
     def schatten_half_bound(self, run) -> list[Verdict]:
+        """The Schatten-1/2 quasi-norm >= (1 - rho)^2 / rho at every checkpoint with rho < 1."""
         return self._norm_bound(run, "Schatten-1/2")
 
     @prediction("Schatten-1/2 quasi-norm grows like L^(-1/2) as the loss falls", threshold="late_loss, slope_max",
                 source=_GROWTH)
     def schatten_half_growth(self, run) -> list[Verdict]:
+        """The late-window slope of the log Schatten-1/2 quasi-norm against log L is <= slope_max."""
         return self._norm_growth(run, "Schatten-1/2")
 
     @prediction("the effective rank falls towards 1: sigma_2 / sigma_1 <= q(rho) ~ 12 L where rho < 1/2",
