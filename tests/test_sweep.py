@@ -15,9 +15,9 @@ import pytest
 
 from implicitbias.data import TeacherNeuron
 from implicitbias.experiments.config import ExperimentConfig, expand
-from implicitbias.pipeline import load
 from implicitbias.losses import Loss
 from implicitbias.models import TwoLayer
+from implicitbias.pipeline import load
 from implicitbias.runs.spec import RunSpec, group_runs
 from implicitbias.storage.store import RunStore
 from implicitbias.sweeps import run_sweep

@@ -145,3 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

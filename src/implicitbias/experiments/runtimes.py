@@ -18,11 +18,16 @@ A record (one per experiment and variant, under "measurements"/NAME/"quick"|"ful
 from __future__ import annotations
 
 import datetime
+import fcntl
+import hashlib
 import importlib.resources
 import json
 import math
 import os
+import tempfile
 from pathlib import Path
+
+from implicitbias.experiments.registry import catalog
 
 #: the file the benchmark writes and the catalogue reads (package data of `implicitbias.experiments`)
 RUNTIMES_FILE = "runtimes.json"
@@ -115,7 +120,6 @@ def catalogue_lines(experiments=None, measurements: dict | None = None) -> list[
     """The lines `implicitbias list` prints: each experiment's name, paper, systems, summary and its
     measured run times (quick and full)."""
     if experiments is None:
-        from implicitbias.experiments.registry import catalog
 
         experiments = catalog().values()
     measurements = load_runtimes() if measurements is None else measurements
@@ -132,13 +136,10 @@ def record_measurement(name: str, variant: str, record: dict, path: str | os.Pat
     atomically so that a reader never sees half a file."""
     if variant not in VARIANTS:
         raise ValueError(f"variant={variant!r} is not allowed: expected one of {', '.join(VARIANTS)}")
-    import fcntl
 
     path = Path(path) if path is not None else runtimes_path()
     # two benchmarks (e.g. the quick and the full variants) may finish at once: read-modify-write under a lock
     # (the lock file lives in the temporary folder: nothing untracked appears next to the shipped file)
-    import hashlib
-    import tempfile
 
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
     with open(Path(tempfile.gettempdir()) / f"implicitbias-runtimes-{digest}.lock", "w") as lock:

@@ -15,6 +15,8 @@ import math
 import os
 from collections.abc import Sequence
 
+import jax
+
 from implicitbias._spec import ConfigError
 from implicitbias.runs.spec import RunSpec, group_runs
 
@@ -48,7 +50,6 @@ def input_size(spec: RunSpec) -> tuple[int | None, int]:
 
 
 def parameter_count(spec: RunSpec, d: int) -> int:
-    import jax
 
     shapes = jax.eval_shape(lambda key: spec.model.init(key, d, 1.0), jax.random.PRNGKey(0))
     return int(sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(shapes)))

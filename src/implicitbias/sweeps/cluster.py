@@ -23,11 +23,23 @@ down into a warning.
 
 from __future__ import annotations
 
+import ctypes
+import inspect
 import os
 import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
 from pathlib import Path
 
+import dask
 import yaml
+from distributed import Client, LocalCluster
+from distributed.comm import parse_address
+from distributed.comm.addressing import parse_host_port
+from distributed.diagnostics.plugin import WorkerPlugin
 
 from implicitbias._spec import ConfigError, ResourceError
 
@@ -57,13 +69,7 @@ def usable_cores() -> list[int]:
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
 
 
-def _plugin_base():
-    from distributed.diagnostics.plugin import WorkerPlugin
-
-    return WorkerPlugin
-
-
-class PinToCore(_plugin_base()):
+class PinToCore(WorkerPlugin):
     """A Dask worker plugin: pins worker i of a `LocalCluster` to core i (mod the usable cores), and
     ends the worker if the process that started the sweep is gone (killed with SIGKILL, say), so no
     orphaned worker keeps computing."""
@@ -82,7 +88,6 @@ class PinToCore(_plugin_base()):
         os.environ[PIN_ENV] = str(self.cores[index % len(self.cores)])
         pin_threads()
         _ignore_sigint()  # also in a worker the nanny restarted after a loss
-        import threading
 
         threading.Thread(target=_exit_with_parent, args=(self.parent,), daemon=True).start()
 
@@ -113,8 +118,6 @@ def keep_allocations() -> bool:
     if "MALLOC_TRIM_THRESHOLD_" not in os.environ:
         return False
     try:
-        import ctypes
-
         libc = ctypes.CDLL("libc.so.6")
         ok = libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) and libc.mallopt(M_TRIM_THRESHOLD, 2 * MMAP_THRESHOLD_BYTES)
     except (OSError, AttributeError):
@@ -137,7 +140,6 @@ def pin_threads() -> None:
 
 
 def _exit_with_parent(parent: int) -> None:
-    import time
 
     while True:
         time.sleep(1.0)
@@ -161,8 +163,6 @@ WORKER_TIMEOUT_S = {"local": 30.0, "scheduler": 60.0, "batch": 300.0}
 def _ignore_sigint() -> None:
     """In a worker: Ctrl-C in a terminal reaches every process of its group; the sweep's main process handles
     it (cancels and shuts the cluster down), so the workers ignore it instead of printing a traceback each."""
-    import signal
-    import threading
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -171,10 +171,7 @@ def _ignore_sigint() -> None:
 def local_client(n_workers: int, *, dashboard: bool = True, dashboard_address: str = DASHBOARD_ADDRESS):
     """A client of a fresh LocalCluster of `n_workers` single-threaded, pinned processes.  Its scheduler, workers
     and dashboard listen on 127.0.0.1 only (`dashboard_address` may ask otherwise)."""
-    import signal
 
-    import dask
-    from distributed import Client, LocalCluster
 
     cores = usable_cores()
     # the config the nannies hand over; their pre-spawn environment without MALLOC_TRIM_THRESHOLD_
@@ -201,7 +198,6 @@ def local_client(n_workers: int, *, dashboard: bool = True, dashboard_address: s
 
 
 def _main_thread() -> bool:
-    import threading
 
     return threading.current_thread() is threading.main_thread()
 
@@ -212,8 +208,6 @@ SCHEDULER_SCHEMES = ("tcp", "tls")
 def check_scheduler(address: str, probe_s: float = 3.0) -> str:
     """Refuse, within seconds, an address that is not a Dask scheduler's (`tcp://host:port`) or where nothing
     listens; returns the address."""
-    from distributed.comm import parse_address
-    from distributed.comm.addressing import parse_host_port
 
     expected = "expected the address of a running Dask scheduler, e.g. tcp://host:8786"
     try:
@@ -233,8 +227,6 @@ def check_scheduler(address: str, probe_s: float = 3.0) -> str:
 def _probe(host: str, port: int, seconds: float) -> str | None:
     """Why nothing answers at host:port (None: something accepts connections), in at most ~`seconds` (name
     resolution included, in a thread that is left behind if it hangs)."""
-    import socket
-    import threading
 
     answer: list[str | None] = []
 
@@ -255,7 +247,6 @@ def connect(address: str, timeout_s: float = 5.0):
     """A client of the running Dask scheduler at `address`, or a ResourceError within about `timeout_s` + 3 s:
     the address is checked first (`check_scheduler`), and whatever goes wrong in the handshake (something else
     listening there, a scheduler of another version) is reported as such."""
-    from distributed import Client
 
     check_scheduler(address)
     try:
@@ -302,7 +293,6 @@ def read_cluster_file(path: str | os.PathLike) -> tuple[str, int, dict]:
     jobs = spec.pop("jobs", 1)
     if not isinstance(jobs, int) or isinstance(jobs, bool) or not 1 <= jobs <= 100_000:
         raise ConfigError(f"cluster.jobs = {jobs!r} (in {file}) is not allowed: expected an integer from 1 to 100000")
-    import inspect
 
     import dask_jobqueue
 
@@ -338,9 +328,7 @@ def jobqueue_client(path: str | os.PathLike, *, dashboard_address: str = DASHBOA
     """A client of a dask-jobqueue cluster described by a YAML file (see the module docstring).  Its dashboard
     listens on 127.0.0.1 unless the file (scheduler_options) or `dashboard_address` says otherwise."""
     kind, jobs, spec = read_cluster_file(path)
-    import dask
     import dask_jobqueue
-    from distributed import Client
 
     cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}[kind]
     prologue = [f"export {k}='{v}'" for k, v in SINGLE_THREAD_ENV.items()]
@@ -372,7 +360,6 @@ def wait_for_workers(client, timeout_s: float, what: str) -> None:
 
 def queue_state(client) -> str:
     """What the batch system says about its queue (for a jobqueue client), as text to append to a message."""
-    import subprocess
 
     kind = getattr(client, "implicitbias_kind", None)
     if kind is None:

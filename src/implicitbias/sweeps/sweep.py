@@ -30,13 +30,19 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import jax
 import xarray as xr
+from distributed import LocalCluster, as_completed
+from tqdm.auto import tqdm
 
 from implicitbias._spec import ResourceError
 from implicitbias.data import Dataset
+from implicitbias.runs.execute import dataset_of, train_group
 from implicitbias.runs.spec import RunSpec, group_runs
 from implicitbias.status import Status
 from implicitbias.storage.store import RunStore
+from implicitbias.sweeps import cluster as clusters
+from implicitbias.sweeps.cluster import keep_allocations, pin_threads
 
 
 @dataclasses.dataclass
@@ -66,20 +72,19 @@ class SweepOutcome:
         return out
 
 
-def train_task(spec_jsons: Sequence[str], root: str | None = None
+def train_task(specs: Sequence[RunSpec], root: str | None = None
                ) -> tuple[list[xr.Dataset], dict[str, Dataset], float, bool]:
-    """One Dask task: train one group of runs; returns per-run Datasets, their data sets, seconds, and
+    """One Dask task: train one group of runs (their `RunSpec`s, as they are); returns per-run Datasets, their
+    data sets, seconds, and
     whether it stored them itself.  With `root` (a store directory this worker shares with the sweep, as
     the workers of a LocalCluster do) the worker writes each run's file and data set there, atomically:
     the ~40 ms NetCDF write of a run then runs on the workers in parallel instead of in the sweep's main
     process, which shares the cores with them."""
-    from implicitbias.runs.execute import dataset_of, train_group
-    from implicitbias.sweeps.cluster import keep_allocations, pin_threads
 
     pin_threads()  # threads XLA started since the worker came up
     keep_allocations()
     started = time.perf_counter()
-    specs = [RunSpec.from_json(s) for s in spec_jsons]
+    specs = list(specs)
     arrays = train_group(specs)
     data = {s.data_key(): dataset_of(s) for s in specs}
     if root is not None:
@@ -178,7 +183,6 @@ def task_sizes() -> tuple[int, int]:
     members x the steps of the slowest member, so gradient flow runs one member per task, while fixed-step
     methods share a vmapped call of up to 64; an accelerator computes a wide batch in about the time of
     one member, so there tasks are large vmapped groups (one worker per device)."""
-    import jax
 
     return (1, 64) if jax.default_backend() == "cpu" else (64, 1024)
 
@@ -192,7 +196,6 @@ def cluster_scope(warn: Callable[[str], None] = print):
     """Clusters that sweeps start inside the block are closed when the block ends, not when their sweep ends:
     the command line writes results.nc, the figures and the report first, so a cluster that fails to shut down
     cannot cost them.  A failure to close is reported through `warn`, never raised."""
-    from implicitbias.sweeps import cluster as clusters
 
     pending: list = []
     token = _SCOPE.set(pending)
@@ -209,17 +212,14 @@ def _execute(groups, finished, *, workers, scheduler, cluster, client, say, out:
     """Train the groups in this process or on Dask, calling `finished(group, result)` as each ends.  The
     workers of a LocalCluster started here share this machine's files and store their runs under `root`
     themselves; the workers of a scheduler or jobqueue cluster (whose file systems may differ) send them back."""
-    from implicitbias.sweeps import cluster as clusters
 
     own, local, kind = client is None, False, "scheduler"
     address = dashboard_address or clusters.DASHBOARD_ADDRESS
     if client is not None:
-        from distributed import LocalCluster
 
         local = isinstance(getattr(client, "cluster", None), LocalCluster)  # workers on this machine
         kind = "local" if local else "scheduler"
     elif scheduler is None and cluster is None:
-        import jax
 
         # a CPU: one single-threaded worker per core; an accelerator: one worker driving it with wide groups
         auto = len(clusters.usable_cores()) if jax.default_backend() == "cpu" else 1
@@ -228,7 +228,7 @@ def _execute(groups, finished, *, workers, scheduler, cluster, client, say, out:
         if n == 0 or (workers is None and n == 1):
             out.workers = 0
             for group in groups:
-                finished(group, _call(train_task, [s.to_json() for s in group]))
+                finished(group, _call(train_task, list(group)))
             return
         client = clusters.local_client(n, dashboard_address=address)
         out.workers = n
@@ -250,7 +250,7 @@ def _execute(groups, finished, *, workers, scheduler, cluster, client, say, out:
         # no retries: a task that raised raises again (its runs are recorded as failed); a task whose worker was
         # lost is moved to another worker by the scheduler itself (distributed.scheduler.allowed-failures)
         for group in groups:
-            future = client.submit(train_task, [s.to_json() for s in group], root if local else None,
+            future = client.submit(train_task, list(group), root if local else None,
                                    key=f"train-{group[0].key()}-{len(group)}", pure=False)
             futures[future] = group
         _gather(client, futures, finished, timeout, what)
@@ -273,9 +273,7 @@ def _execute(groups, finished, *, workers, scheduler, cluster, client, say, out:
 def _gather(client, futures: dict, finished, timeout: float, what: str) -> None:
     """Hand each future's result to `finished` as it completes; raise ResourceError when the cluster has had no
     worker for `timeout` seconds while tasks remain (jobs ended, nodes lost) instead of waiting forever."""
-    from distributed import as_completed
 
-    from implicitbias.sweeps import cluster as clusters
 
     done = as_completed(list(futures))
     checked, lost_since = time.monotonic(), None
@@ -352,6 +350,5 @@ class _NoBar:
 def _bar(total: int, done: int, enabled: bool):
     if not enabled:
         return _NoBar()
-    from tqdm.auto import tqdm
 
     return tqdm(total=total, initial=done, desc="runs", unit="run", smoothing=0.05, dynamic_ncols=True)
