@@ -193,6 +193,7 @@ class VardiReluClaims(CellsTheorem):
 
     @property
     def title(self) -> str:
+        """The theorem\'s name, as its verdicts give it."""
         return "Vardi & Shamir 2021, ReLU neuron"
 
     @prediction("no norm describes the ReLU limit: some seed ends away from the minimum-norm solution",

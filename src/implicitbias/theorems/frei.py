@@ -142,6 +142,7 @@ class FreiTheorem32(FreiGradientFlowSetting):
 
     @property
     def title(self) -> str:
+        """The theorem\'s name, as its verdicts give it."""
         return "Frei et al. 2023, Theorem 3.2"
 
     def _limit(self, run, statement: str, name: str, target: float, tol: float, **kw) -> Verdict:
@@ -358,6 +359,7 @@ class FreiTheorem34(FreiGradientFlowSetting):
 
     @property
     def title(self) -> str:
+        """The theorem\'s name, as its verdicts give it."""
         return "Frei et al. 2023, Theorem 3.4"
 
     @prediction("GF reaches L < l(0)/n (log(2)/n for logistic)",

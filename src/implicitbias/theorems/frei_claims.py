@@ -33,6 +33,7 @@ class FreiFigure1Claims(CellsTheorem):
 
     @property
     def title(self) -> str:
+        """The theorem\'s name, as its verdicts give it."""
         return "Frei et al. 2023, Figure 1"
 
     @prediction("the rank drop grows with d: final srank/init at the largest d below the smallest d",
@@ -68,6 +69,7 @@ class FreiFigure2Claims(CellsTheorem):
 
     @property
     def title(self) -> str:
+        """The theorem\'s name, as its verdicts give it."""
         return "Frei et al. 2023, Figure 2"
 
     @prediction("the smallest stable rank reached from the small init is below that from the Glorot init",
@@ -108,6 +110,7 @@ class FreiXorClaims(CellsTheorem):
 
     @property
     def title(self) -> str:
+        """The theorem\'s name, as its verdicts give it."""
         return "Frei et al. 2023, Sec. 5 (noisy 2-XOR)"
 
     @prediction("train accuracy = 100%", source="Frei et al. 2023, Sec. 5 (the network fits the noisy 2-XOR data)")

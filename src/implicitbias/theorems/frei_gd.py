@@ -57,6 +57,7 @@ class FreiLemma33(Theorem):
 
     @property
     def title(self) -> str:
+        """The theorem\'s name, as its verdicts give it."""
         return "Frei et al. 2023, Lemma 3.3"
 
     @assumption("inputs x_i ~ N(0, s^2 I_d) (isotropic Gaussian)", source="Frei et al. 2023, Lemma 3.3")
@@ -127,6 +128,7 @@ class FreiTheorem42(Theorem):
 
     @property
     def title(self) -> str:
+        """The theorem\'s name, as its verdicts give it."""
         return "Frei et al. 2023, Theorem 4.2"
 
     @assumption("near-orthogonal data: R_min^2 >= C gamma^-3 R^2 n max_(i!=j) |<x_i,x_j>|", threshold="data_constant",

@@ -110,6 +110,7 @@ class KouTheorem(Theorem):
 
     @property
     def title(self) -> str:
+        """The theorem\'s name, as its verdicts give it."""
         return "Kou et al. 2023"
 
     @assumption("||x_i||^2 >= C n max_(k!=i) |<x_i,x_k>|", threshold="C",

@@ -74,6 +74,7 @@ class LyuLiMonotoneMargin(Theorem):
 
     @property
     def title(self) -> str:
+        """The theorem\'s name, as its verdicts give it."""
         return "Lyu & Li 2020, Theorem 4.1"
 
     @assumption("the model is L_h-homogeneous, f(x; c theta) = c^L_h f(x; theta)", source=f"{_SOURCE}, the model")

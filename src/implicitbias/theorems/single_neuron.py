@@ -130,6 +130,7 @@ class VardiLeakyNeuron(Theorem):
 
     @property
     def title(self) -> str:
+        """The theorem\'s name, as its verdicts give it."""
         return "Vardi & Shamir 2021, strictly monotone neuron"
 
     @assumption("a single neuron sigma(<w, x>) with a strictly monotone sigma (leaky ReLU)",
@@ -233,6 +234,7 @@ class VardiReluNeuron(Theorem):
 
     @property
     def title(self) -> str:
+        """The theorem\'s name, as its verdicts give it."""
         return "Vardi & Shamir 2021, ReLU neuron"
 
     @assumption("a single neuron sigma(<w, x>) with the ReLU", source=f"{_SOURCE}, the ReLU case")
