@@ -16,6 +16,8 @@ import pydantic
 import pydantic_core
 import yaml
 
+from implicitbias.plugins import describe_tags
+
 _depth = contextvars.ContextVar("spec_depth", default=0)
 
 
@@ -63,8 +65,8 @@ def _allowed(err: dict[str, Any]) -> str:
         return "a finite number"
     if kind == "int_too_large":
         return f"an integer of at most {INT_MAX} in absolute value (int64)"
-    if kind == "union_tag_invalid":
-        return "one of " + str(ctx.get("expected_tags", ""))
+    if kind == "union_tag_invalid":  # the installed kinds, each with the package that provides it
+        return "one of " + describe_tags(str(ctx.get("expected_tags", "")))
     return err.get("msg", "")
 
 
@@ -98,9 +100,12 @@ def format_validation_error(exc: pydantic.ValidationError, prefix: str = "", dat
             continue
         field = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
         value = err.get("input")
+        if err.get("type") == "union_tag_invalid":  # name the discriminator field and the value given for it
+            field = f"{field}.{str(err['ctx'].get('discriminator', '')).strip(chr(39))}"
+            value = err["ctx"].get("tag")
         if isinstance(value, dict):
             value = "{...}"
-        detail = "" if err.get("type") == "refused" else f" ({err['msg']})"
+        detail = "" if err.get("type") in ("refused", "union_tag_invalid") else f" ({err['msg']})"
         lines.append(f"{field} = {value!r} is not allowed: expected {_allowed(err)}{detail}")
     if len(lines) == 1:  # one error: one line
         return f"invalid configuration: {lines[0]}"

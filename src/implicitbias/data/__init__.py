@@ -5,12 +5,13 @@ Every generator is a frozen `Spec` with a `name` discriminator and `generate(see
 `AnyData` validates a config dict into the right one, `make_dataset(spec, seed)` draws it.
 """
 
-import typing
-from typing import Annotated, Any
+from typing import Annotated, Any, Union
 
 import pydantic
 
+from implicitbias import plugins
 from implicitbias._spec import ConfigError
+from implicitbias.data.arrays import Arrays
 from implicitbias.data.cifar import Cifar10
 from implicitbias.data.classification import (
     GaussianMixture,
@@ -28,30 +29,11 @@ from implicitbias.data.real import Digits
 from implicitbias.data.regression import SparseRegression
 from implicitbias.data.stats import NearOrthogonality, near_orthogonality
 
-AnyData = Annotated[
-    GaussianMixture
-    | NoisyXor
-    | NearlyOrthogonal
-    | Separable
-    | KnownSVM2D
-    | MulticlassSeparable
-    | TeacherNeuron
-    | TwoTeachers
-    | NeuronTeacher
-    | Orthogonal
-    | ChistikovFamily
-    | SparseRegression
-    | MatrixSensing
-    | MatrixCompletion
-    | RazinCohen
-    | Digits
-    | Cifar10,
-    pydantic.Field(discriminator="name"),
-]
-
-GENERATORS: dict[str, type[DataSpec]] = {
-    cls.model_fields["name"].default: cls for cls in typing.get_args(typing.get_args(AnyData)[0])
-}
+#: every installed generator class, by its `name`: the entry-point group `implicitbias.data` (implicitbias's own
+#: and those of plugin packages; see `implicitbias.plugins`)
+GENERATORS: dict[str, type[DataSpec]] = {cls.model_fields["name"].default: cls
+                                         for cls in plugins.classes("data", DataSpec)}
+AnyData = Annotated[Union[tuple(GENERATORS.values())], pydantic.Field(discriminator="name")]  # noqa: UP007
 
 
 def data_spec(config: DataSpec | dict[str, Any]) -> DataSpec:
@@ -61,7 +43,7 @@ def data_spec(config: DataSpec | dict[str, Any]) -> DataSpec:
     if not isinstance(config, dict) or config.get("name") not in GENERATORS:
         name = config.get("name") if isinstance(config, dict) else config
         raise ConfigError(
-            f"data.name = {name!r} is not allowed: expected one of {', '.join(map(repr, GENERATORS))}"
+            f"data.name = {name!r} is not allowed: expected one of {plugins.describe_tags(list(GENERATORS))}"
         )
     fields = {k: v for k, v in config.items() if k != "name"}
     return GENERATORS[config["name"]](**fields)
@@ -74,6 +56,7 @@ def make_dataset(spec: DataSpec | dict[str, Any], seed: int) -> Dataset:
 
 __all__ = [
     "AnyData",
+    "Arrays",
     "ChistikovFamily",
     "Cifar10",
     "DataSpec",

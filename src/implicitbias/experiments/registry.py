@@ -1,23 +1,69 @@
-"""The catalog of named experiments: every module of `implicitbias.experiments` that defines a list
-`EXPERIMENTS` contributes its experiments (a new paper's module needs no registration elsewhere)."""
+"""The catalogue of named experiments, from the entry-point group `implicitbias.experiments` (see
+`implicitbias.plugins`).  An entry names a module with a list `EXPERIMENTS`, an `Experiment`, a list of them, or a
+function returning them.  implicitbias's own entry is `builtin_experiments`: every module of
+`implicitbias.experiments` that defines `EXPERIMENTS` (a new paper's module needs no registration elsewhere)."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
+import types
 from pathlib import Path
 
+from implicitbias import plugins
 from implicitbias._spec import ConfigError
 from implicitbias.experiments.base import Experiment
 
 
-def catalog() -> dict[str, Experiment]:
-    """Every catalogued experiment by name."""
-    experiments: list[Experiment] = []
+def builtin_experiments() -> list[Experiment]:
+    """implicitbias's own experiments, module by module in name order."""
+    out: list[Experiment] = []
     for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name):
         module = importlib.import_module(f"implicitbias.experiments.{info.name}")
-        experiments += list(getattr(module, "EXPERIMENTS", []))
-    return {e.name: e for e in experiments}
+        out += list(getattr(module, "EXPERIMENTS", []))
+    return out
+
+
+def _experiments_of(obj) -> list:
+    if isinstance(obj, types.ModuleType):
+        return list(getattr(obj, "EXPERIMENTS", []))
+    if isinstance(obj, Experiment):
+        return [obj]
+    if callable(obj):
+        return list(obj())
+    return list(obj)
+
+
+def catalog() -> dict[str, Experiment]:
+    """Every installed experiment by name: implicitbias's own, then the plugins' (a plugin's experiment whose
+    name is taken is left out, with a warning)."""
+    out: dict[str, Experiment] = {}
+    sources: dict[str, str] = {}
+    for plugin in plugins.installed("experiments"):
+        try:
+            found = _experiments_of(plugin.obj)
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the catalogue
+            print(f"warning: the experiments plugin {plugin.name!r} of package {plugin.package!r} failed "
+                  f"({type(exc).__name__}: {exc}); left out", file=sys.stderr)
+            continue
+        for exp in found:
+            if not isinstance(exp, Experiment):
+                continue
+            if exp.name in out:
+                print(f"warning: experiment {exp.name!r} of package {plugin.package!r} repeats a name of package "
+                      f"{sources[exp.name]!r}; left out", file=sys.stderr)
+                continue
+            out[exp.name], sources[exp.name] = exp, plugin.package
+    return out
+
+
+def source(name: str) -> str:
+    """The package that provides the catalogued experiment `name`."""
+    for plugin in plugins.installed("experiments"):
+        if any(getattr(e, "name", None) == name for e in _experiments_of(plugin.obj)):
+            return plugin.package
+    raise KeyError(name)
 
 
 def get(name: str) -> Experiment:

@@ -1,22 +1,26 @@
-"""Models: one abstraction (`Model`), every architecture of SCIENCE.md as a configuration of it."""
+"""Models: one abstraction (`Model`), every architecture of SCIENCE.md as a configuration of it.
 
-from typing import Annotated
+`AnyModel`, the field type of a config's `model`, is the union of every installed model: the entry-point group
+`implicitbias.models` (implicitbias's own, and those of plugin packages; see `implicitbias.plugins`)."""
+
+from typing import Annotated, Union
 
 import pydantic
 
+from implicitbias import plugins
 from implicitbias.models.activations import ACTIVATIONS, activation
 from implicitbias.models.base import Model
 from implicitbias.models.linear import DeepLinear, DiagonalLinear, Linear, MulticlassLinear, SingleNeuron
 from implicitbias.models.matrix_factorization import MatrixFactorization
 from implicitbias.models.two_layer import TwoLayer
 
-AnyModel = Annotated[
-    TwoLayer | Linear | DeepLinear | DiagonalLinear | SingleNeuron | MatrixFactorization | MulticlassLinear,
-    pydantic.Field(discriminator="kind"),
-]
+#: every installed model class, by its `kind`
+MODELS: dict[str, type[Model]] = {cls.model_fields["kind"].default: cls for cls in plugins.classes("models", Model)}
+AnyModel = Annotated[Union[tuple(MODELS.values())], pydantic.Field(discriminator="kind")]  # noqa: UP007
 
 __all__ = [
     "ACTIVATIONS",
+    "MODELS",
     "AnyModel",
     "DeepLinear",
     "DiagonalLinear",

@@ -1,10 +1,12 @@
 """Theorems as objects: assumptions checked on the data, predictions checked on a run.
 
-- `base`: `Theorem`, `Verdict`, `compare`, `RunContext`;
+- `base`: `Theorem` with its declared `assumption`s and `prediction`s, `CellsTheorem` (claims across cells),
+  `Verdict`, `compare`, `RunContext`;
 - `frei`: Frei et al. 2023, Theorem 3.2, Lemma 3.3, Theorem 3.4, Theorem 4.2 (S1, S2);
 - `kou`: Kou, Chen, Gu 2023 (S3);
 - `lyu_li`: Lyu & Li 2020, monotone smoothed margin of homogeneous models (S10);
-- `chistikov`: Chistikov et al. 2023, Theorems 7 and 8 (S11); Boursier et al. 2022, orthogonal inputs (S12);
+- `chistikov`, `chistikov_min_norm`: Chistikov et al. 2023, Theorems 7 and 8 (S11); `boursier`: Boursier et al.
+  2022, orthogonal inputs (S12);
 - `soudry`: Soudry et al. 2018, Theorem 3 (GD), and its SGD and normalised-GD companions (S4);
 - `ji_telgarsky`: Ji & Telgarsky 2019, layer alignment of deep linear networks (S5);
 - `diagonal`: Woodworth et al. 2020 (the Q_alpha limit, the mirror-flow path) and Gunasekar et al. 2018 (l_(2/D)
@@ -14,8 +16,20 @@
 - `fitting`: slopes of recorded curves and worst-case summaries over the runs of a cell.
 """
 
-from implicitbias.theorems.base import RunContext, Theorem, Verdict, compare
-from implicitbias.theorems.chistikov import BoursierOrthogonal, ChistikovTheorem7, ChistikovTheorem8
+from implicitbias import plugins
+from implicitbias.theorems.base import (
+    CellsContext,
+    CellsTheorem,
+    RunContext,
+    Theorem,
+    Verdict,
+    assumption,
+    compare,
+    prediction,
+)
+from implicitbias.theorems.boursier import BoursierOrthogonal
+from implicitbias.theorems.chistikov import ChistikovTheorem7
+from implicitbias.theorems.chistikov_min_norm import ChistikovTheorem8
 from implicitbias.theorems.diagonal import GunasekarDiagonal, MirrorFlowPath, WoodworthLimit
 from implicitbias.theorems.fitting import fitted_slope
 from implicitbias.theorems.frei import FreiLemma33, FreiTheorem32, FreiTheorem34, FreiTheorem42
@@ -31,8 +45,28 @@ from implicitbias.theorems.matrix_factorization import (
 from implicitbias.theorems.single_neuron import VardiLeakyNeuron, VardiReluNeuron
 from implicitbias.theorems.soudry import NacsonNormalizedGD, NacsonSGD, SoudryMulticlass, SoudryTheorem3
 
+
+def builtin_theorems() -> list[type[Theorem]]:
+    """implicitbias's own theorems: the package's entry in the group `implicitbias.theorems`."""
+    return [obj for name in __all__ if isinstance(obj := globals()[name], type) and issubclass(obj, Theorem)
+            and obj not in (Theorem, CellsTheorem)]
+
+
+def catalog() -> dict[str, type[Theorem]]:
+    """Every installed theorem class by name: implicitbias's own and the plugins' (`implicitbias.plugins`)."""
+    out: dict[str, type[Theorem]] = {}
+    for plugin in plugins.installed("theorems"):
+        found = plugin.obj() if callable(plugin.obj) and not isinstance(plugin.obj, type) else plugin.obj
+        for cls in found if isinstance(found, list | tuple) else [found]:
+            if isinstance(cls, type) and issubclass(cls, Theorem):
+                out.setdefault(cls.__name__, cls)
+    return out
+
+
 __all__ = [
     "BoursierOrthogonal",
+    "CellsContext",
+    "CellsTheorem",
     "ChistikovTheorem7",
     "ChistikovTheorem8",
     "FreiLemma33",
@@ -58,6 +92,10 @@ __all__ = [
     "VardiReluNeuron",
     "Verdict",
     "WoodworthLimit",
+    "assumption",
+    "builtin_theorems",
+    "catalog",
     "compare",
     "fitted_slope",
+    "prediction",
 ]

@@ -6,14 +6,16 @@ normalised GD are optax transformations stepped in a compiled `lax.while_loop`
 variable as optimizer state (`mirror`); gradient flow is integrated by diffrax with error control
 (`gradient_flow`, `implicitbias.training.flow`).  GD step k and GF time t = lr k share one time axis.
 
-Adding a method: one module here with its spec (a `DiscreteMethod` that declares its optax
-transformation, or a `Method` with its own `stepper`), and its class in `AnyMethod` below.
+Adding a method: a spec (a `DiscreteMethod` that declares its optax transformation, or a `Method` with its
+own `stepper`) registered in the entry-point group `implicitbias.methods` (see `implicitbias.plugins`):
+`AnyMethod` is the union of every installed method.
 """
 
-from typing import Annotated
+from typing import Annotated, Union
 
 import pydantic
 
+from implicitbias import plugins
 from implicitbias.training.methods.base import DiscreteMethod, Method
 from implicitbias.training.methods.gradient_descent import GD, SGD, NormalizedGD
 from implicitbias.training.methods.gradient_flow import GradientFlow
@@ -25,7 +27,9 @@ from implicitbias.training.methods.mirror import (
     mirror_descent,
 )
 
-AnyMethod = Annotated[GD | SGD | NormalizedGD | GradientFlow | MirrorDescent, pydantic.Field(discriminator="kind")]
+#: every installed method class, by its `kind`
+METHODS: dict[str, type[Method]] = {cls.model_fields["kind"].default: cls for cls in plugins.classes("methods", Method)}
+AnyMethod = Annotated[Union[tuple(METHODS.values())], pydantic.Field(discriminator="kind")]  # noqa: UP007
 
 __all__ = [
     "GD",
@@ -36,6 +40,7 @@ __all__ = [
     "GradientFlow",
     "HyperbolicEntropy",
     "Lp",
+    "METHODS",
     "Method",
     "MirrorDescent",
     "NormalizedGD",
