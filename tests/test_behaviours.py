@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import typing
+from pathlib import Path
 
 import annotated_types
 import numpy as np
@@ -213,7 +214,17 @@ def test_a_changed_config_invalidates_the_cached_runs_of_the_changed_cell_only(t
 # -- 3. a bad-input table over every data generator ---------------------------------------------------------
 
 #: fields a generator requires (no default), with a valid value: a new required field shows up as a failure here
-REQUIRED = {"cifar10": {"path": "/nowhere/cifar-10-binary.tar.gz"}}
+def _arrays_file() -> str:
+    """A small .npz data file for the `arrays` source (it reads a file that exists)."""
+    import tempfile
+
+    path = Path(tempfile.gettempdir()) / "implicitbias-test-arrays.npz"
+    if not path.exists():
+        np.savez(path, X=np.eye(3), y=np.array([1.0, -1.0, 1.0]))
+    return str(path)
+
+
+REQUIRED = {"cifar10": {"path": "/nowhere/cifar-10-binary.tar.gz"}, "arrays": {"path": _arrays_file()}}
 
 _BOUNDS = {annotated_types.Ge: ("ge", ">=", -1), annotated_types.Gt: ("gt", ">", 0),
            annotated_types.Le: ("le", "<=", 1), annotated_types.Lt: ("lt", "<", 0)}
