@@ -1,0 +1,395 @@
+"""Generated pages of the documentation site (run by mkdocs-gen-files during `mkdocs build`).
+
+- experiments/NAME.md, one per catalogued experiment (`implicitbias.experiments.registry.catalog()`): paper,
+  systems, summary, settings and their source, measured run times, the theorems checked on its cells with each
+  declared assumption and prediction (statement, threshold values, source), its cross-cell claims, and the
+  figures and verdicts of its quick variant, computed by this build (docs/_gen/gallery.py);
+- experiments/index.md: the catalogue, by system;
+- api/*.md: the API reference, one page per package, one entry per name of the package's `__all__`;
+- SUMMARY.md: the navigation (mkdocs-literate-nav).
+
+Nothing here is committed output: every page and figure is written into the build only.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib
+import inspect
+import logging
+import os
+import pkgutil
+import shutil
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import mkdocs_gen_files
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+
+import gallery  # noqa: E402
+
+log = logging.getLogger("mkdocs.plugins.implicitbias_docs")
+
+#: the hand-written pages, in navigation order: (title, path) or (section, [(title, path), ...])
+STATIC_NAV = [
+    ("Home", "index.md"),
+    ("Getting started", "getting-started.md"),
+    ("Concepts", "concepts.md"),
+    ("The science", [
+        ("Overview", "science/index.md"),
+        ("Citations in docstrings", "science/citations.md"),
+        ("Section 0: common machinery", "science/s0.md"),
+        ("Measured quantities", "science/quantities.md"),
+        ("Checking a theorem", "science/checking.md"),
+    ] + [(f"S{k}", f"science/s{k}.md") for k in range(1, 13)]),
+    ("Extending the lab", [
+        ("The extension contract", "extending/index.md"),
+    ]),
+    ("How-tos", [
+        ("Run on a SLURM or PBS cluster", "howto/cluster.md"),
+        ("Resume a sweep", "howto/resume.md"),
+        ("Analyse results in a notebook", "notebook.md"),
+        ("Write a plugin", "howto/plugin.md"),
+    ]),
+]
+
+
+def say(message: str) -> None:
+    log.info(message)
+
+
+# -- markdown helpers ---------------------------------------------------------------------------------------
+def esc(text) -> str:
+    """Text for a markdown table cell or paragraph: HTML-escaped, markdown's inline markers and pipes escaped."""
+    text = html.escape(" ".join(str(text).split()), quote=False)
+    for ch in ("\\", "|", "*", "_", "[", "]", "`"):
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def code(text) -> str:
+    """Inline code that survives a table cell (backticks and pipes made harmless)."""
+    text = " ".join(str(text).split()).replace("`", "'")
+    return "<code>" + html.escape(text, quote=False).replace("|", "&#124;") + "</code>"
+
+
+def fmt(value) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+# -- API reference ------------------------------------------------------------------------------------------
+def public_packages() -> list[str]:
+    """`implicitbias` and every subpackage (or module) of it that declares `__all__`."""
+    import implicitbias
+
+    names = ["implicitbias"]
+    for info in pkgutil.walk_packages(implicitbias.__path__, prefix="implicitbias."):
+        if info.name.rsplit(".", 1)[-1].startswith("_"):
+            continue
+        if not info.ispkg and info.name.count(".") > 1:
+            continue  # modules of subpackages are reached through their package's __all__
+        module = importlib.import_module(info.name)
+        if hasattr(module, "__all__"):
+            names.append(info.name)
+    return names
+
+
+def canonical(package: str, name: str, obj) -> str:
+    """The path mkdocstrings renders for the public name `package.name`: where a class or function is defined,
+    or the package attribute itself (constants, type aliases)."""
+    if (inspect.isclass(obj) or inspect.isfunction(obj)) and getattr(obj, "__module__", "").startswith("implicitbias"):
+        qualname = getattr(obj, "__qualname__", name)
+        if "<" not in qualname:
+            return f"{obj.__module__}.{qualname}"
+    if inspect.ismodule(obj):
+        return obj.__name__
+    return f"{package}.{name}"
+
+
+def api_page(package: str) -> str:
+    return "api/" + ("index" if package == "implicitbias" else package.removeprefix("implicitbias.")) + ".md"
+
+
+def primary_package(path: str, exporters: list[str]) -> str:
+    """The page that renders an object exported by several packages: the exporter nearest to where it is
+    defined (the longest package prefix of its path), so each object is rendered once and linked elsewhere."""
+    return max(exporters, key=lambda p: (path.startswith(p + "."), len(p)))
+
+
+#: modules documented whole, without an `__all__`
+WHOLE_MODULES = ["implicitbias.losses"]
+
+
+def write_api() -> tuple[dict[str, str], list[tuple[str, str]], list[str]]:
+    """The API pages; returns {canonical path: page}, the navigation entries and the public names without a
+    docstring (named in the build log)."""
+    from plain_docstrings import plain
+
+    packages = public_packages()
+    exported: dict[str, list[str]] = defaultdict(list)
+    for package in packages:
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            if name != "__version__":
+                exported[canonical(package, name, getattr(module, name))].append(package)
+    targets = {path: api_page(primary_package(path, exporters)) for path, exporters in exported.items()}
+    nav: list[tuple[str, str]] = []
+    undocumented: list[str] = []
+    for package in packages + WHOLE_MODULES:
+        module = importlib.import_module(package)
+        page = api_page(package)
+        doc = inspect.getdoc(module) or ""
+        lines = [f"# `{package}`", ""]
+        first = doc.split("\n\n")[0].strip()
+        if first:
+            lines += [plain(first), ""]
+        if package in WHOLE_MODULES:
+            lines += [f"::: {package}", "    options:", "      show_root_heading: false", ""]
+        else:
+            lines += [f"Every name of `{package}.__all__`, in alphabetical order, with its docstring.", ""]
+        for name in sorted(getattr(module, "__all__", []) if package not in WHOLE_MODULES else [], key=str.lower):
+            obj = getattr(module, name)
+            if name == "__version__":
+                lines += ["## `implicitbias.__version__`", "",
+                          f"The version of the installed package, a string (`{obj}`).", ""]
+                continue
+            path = canonical(package, name, obj)
+            own_doc = (inspect.isclass(obj) or inspect.isfunction(obj) or inspect.ismodule(obj)) and obj.__doc__
+            if not own_doc:
+                undocumented.append(f"{package}.{name}")
+            if targets[path] != page:
+                summary = (inspect.getdoc(obj) or "").split("\n\n")[0].strip() if own_doc else ""
+                target = targets[path].removeprefix("api/")
+                lines += [f"## `{package}.{name}`", "",
+                          f"The same object as [`{path}`]({target}#{path}), documented there."
+                          + (f" {plain(summary)}" if summary else ""), ""]
+                continue
+            lines += [f"::: {path}", "    options:", f'      heading: "{package}.{name}"',
+                      f'      toc_label: "{name}"', ""]
+        with mkdocs_gen_files.open(page, "w") as f:
+            f.write("\n".join(lines))
+        nav.append((package, page))
+    return targets, nav, undocumented
+
+
+# -- experiments --------------------------------------------------------------------------------------------
+def cells_of(experiment, quick: bool):
+    """The cells of a variant, without training (as `implicitbias describe` builds them)."""
+    from implicitbias.runs.results import Cell, cell_indices, name_cells
+
+    runs = experiment.runs(experiment.resolve(quick=quick))
+    cells = [Cell([runs[i] for i in idx], None, [], idx) for idx in cell_indices(runs)]
+    name_cells(cells)
+    return runs, cells
+
+
+def theorem_section(theorem, api: dict[str, str], page_dir: str, cells: list[str] | None) -> list[str]:
+    cls = type(theorem)
+    path = f"{cls.__module__}.{cls.__qualname__}"
+    ref = f" ([`{cls.__name__}`](../{api[path]}#{path}))" if path in api else f" (`{path}`)"
+    lines = [f"### {esc(theorem.title)}", "", f"Checked by{ref}."]
+    fields = theorem.model_dump() if hasattr(theorem, "model_dump") else {}
+    if fields:
+        lines[-1] += " Its constants here: " + ", ".join(code(f"{k} = {v}") for k, v in fields.items()) + "."
+    if cells:
+        shown = ", ".join(code(c) for c in cells[:6]) + (f" and {len(cells) - 6} more" if len(cells) > 6 else "")
+        lines[-1] += f" Cells: {shown}."
+    lines.append("")
+    declarations = cls.declarations() if hasattr(cls, "declarations") else ()
+    if declarations:
+        lines += ["| kind | statement | threshold | source |", "| --- | --- | --- | --- |"]
+        for d in declarations:
+            row = d.row(theorem)
+            lines.append(f"| {row['kind']} | {esc(row['statement'])} | {esc(row['threshold']) or '—'} | "
+                         f"{esc(row['source'])} |")
+    else:
+        doc = inspect.getdoc(cls) or ""
+        lines += ["This theorem declares no assumption or prediction with `@assumption`/`@prediction` yet; "
+                  "its `check` evaluates what its docstring says:", ""]
+        lines += ["> " + esc(p) for p in doc.split("\n\n")[:2] if p.strip()] or ["> (no docstring)"]
+    lines.append("")
+    return lines
+
+
+def checks_section(outcome) -> list[str]:
+    from collections import Counter
+
+    if not outcome.checks:
+        return ["The quick run wrote no checks.", ""]
+    counts = Counter((c.get("kind"), c.get("outcome")) for c in outcome.checks)
+    tally = "; ".join(f"{kind}s: " + ", ".join(f"{n} {o.replace('_', ' ')}" for (k, o), n in sorted(counts.items())
+                                               if k == kind)
+                      for kind in ("assumption", "prediction") if any(k == kind for k, _ in counts))
+    lines = [f"Verdicts of this build's quick run ({tally}):", "", '??? note "Every verdict of the quick run"', ""]
+    lines += ["    | cell | kind | theorem | statement | measured | bound | outcome |",
+              "    | --- | --- | --- | --- | --- | --- | --- |"]
+    for c in outcome.checks:
+        bound = f"{c.get('relation', '')} {fmt(c.get('bound'))}" if c.get("bound") is not None else ""
+        lines.append(f"    | {esc(c.get('cell', ''))} | {c.get('kind', '')} | {esc(c.get('theorem', ''))} | "
+                     f"{esc(c.get('statement', ''))} | {fmt(c.get('measured'))} | {esc(bound)} | "
+                     f"**{esc(str(c.get('outcome', '')).replace('_', ' '))}** |")
+    return lines + [""]
+
+
+def experiment_page(experiment, api, measurements, outcome, ran_gallery: bool) -> str:
+    from implicitbias.experiments.runtimes import runtime
+
+    name = experiment.name
+    systems = ", ".join(f"[{s}](../science/{s.lower()}.md)" for s in experiment.systems)
+    lines = [f"# {name}", "", esc(experiment.summary), "",
+             "| | |", "| --- | --- |",
+             f"| paper | {esc(experiment.paper)} |",
+             f"| systems | {systems} |",
+             f"| settings | {esc(experiment.settings_source) or '—'} |",
+             f"| run time, quick variant | {esc(runtime(name, 'quick', measurements))} |",
+             f"| run time, full variant | {esc(runtime(name, 'full', measurements))} |"]
+    try:
+        full_runs, full_cells = cells_of(experiment, quick=False)
+        quick_runs, quick_cells = cells_of(experiment, quick=True)
+        lines.append(f"| runs | full variant: {len(full_runs)} runs in {len(full_cells)} cells; quick variant: "
+                     f"{len(quick_runs)} runs in {len(quick_cells)} cells |")
+    except Exception as exc:  # an experiment that cannot expand its runs is a bug: fail the strict build
+        log.warning(f"experiment {name}: its runs could not be expanded ({type(exc).__name__}: {exc})")
+        full_cells = []
+    lines += ["", "Run it, or see its resolved config and checks without training:", "", "```bash",
+              f"implicitbias run {name} --quick          # the quick variant; without --quick: the paper's scale",
+              f"implicitbias describe {name} --quick     # config, runs, cells, declared checks, figures", "```", ""]
+
+    lines += ["## Figures of the quick variant", ""]
+    if outcome is not None and outcome.figures:
+        if outcome.exit_code == 3:
+            lines += ['!!! warning "Some runs of this build\'s quick run diverged or failed"', "",
+                      "    They are left out of the figures (exit code 3 of `implicitbias run`).", ""]
+        titles = {f.name: f.title for f in experiment.figures}
+        for stem in outcome.figures:
+            title = titles.get(stem, stem)
+            lines += [f"### {esc(title)}", "", f"![{esc(title)}]({name}/{stem}.png)", ""]
+        missing = [f for f in experiment.figures if f.name not in outcome.figures]
+        for f in missing:
+            lines += [f"*{esc(f.title)}* (`{f.name}`) is not drawn from the quick variant's runs.", ""]
+        lines += [f"Computed by this build in {outcome.wall_s:.0f} s (`implicitbias run {name} --quick`).", ""]
+    elif outcome is not None:
+        lines += ['!!! failure "The quick run of this build drew no figure"', "",
+                  f"    `implicitbias run {name} --quick` ended with exit code {outcome.exit_code}.", ""]
+    else:
+        why = ("this build ran the gallery's fast subset only (`IMPLICITBIAS_DOCS_GALLERY="
+               f"{gallery.mode()}`)") if ran_gallery else f"this build ran without the gallery (`IMPLICITBIAS_DOCS_GALLERY={gallery.mode()}`)"
+        lines += ['!!! info "Figures computed by the full build"', "",
+                  f"    The figures of this experiment's quick variant ({', '.join(code(f.title) for f in experiment.figures) or 'none declared'}) "
+                  f"are computed by the full documentation build; {why}. The full build:", "",
+                  "    ```bash", f"    {gallery.FULL_COMMAND}", "    ```", ""]
+
+    lines += ["## Theorems checked on each cell", "",
+              "Each theorem's declared assumptions and predictions, with the values of their thresholds in this "
+              "experiment (full variant) and where each comes from. A prediction whose theorem's assumption fails "
+              "on a cell is reported *outside scope* there ([verdicts](../concepts.md#verdicts)).", ""]
+    seen: dict[str, tuple] = {}
+    for cell in full_cells:
+        for theorem in experiment.theorems(cell):
+            key = f"{type(theorem).__qualname__}:{theorem.model_dump() if hasattr(theorem, 'model_dump') else ''}"
+            seen.setdefault(key, (theorem, []))[1].append(cell.label)
+    if not seen:
+        lines += ["No theorem is checked cell by cell in this experiment; its claims are checked across cells "
+                  "(below).", ""]
+    for theorem, labels in seen.values():
+        lines += theorem_section(theorem, api, "experiments", labels)
+    if experiment.claims:
+        lines += ["## Claims across cells", "",
+                  "Claims of the paper that compare cells (`CellsTheorem`s), checked once on all the cells.", ""]
+        for claim in experiment.claims:
+            lines += theorem_section(claim, api, "experiments", None)
+    if outcome is not None:
+        lines += ["## Checks of this build's quick run", ""] + checks_section(outcome)
+    return "\n".join(lines)
+
+
+def write_experiments(api) -> list[tuple[str, str]]:
+    from implicitbias.experiments.registry import catalog
+    from implicitbias.experiments.runtimes import load_runtimes
+
+    experiments = catalog()
+    measurements = load_runtimes()
+    chosen = gallery.selected(list(experiments), measurements)
+    kept = os.environ.get("IMPLICITBIAS_DOCS_GALLERY_DIR")
+    root = Path(kept) if kept else Path(tempfile.mkdtemp(prefix="implicitbias-docs-gallery-"))
+    say(f"gallery ({gallery.ENV_MODE}={gallery.mode()}): {len(chosen)} of {len(experiments)} quick variants "
+        f"under {root}: {', '.join(chosen) or 'none'}")
+    outcomes = gallery.run_gallery(chosen, root, REPO, say) if chosen else {}
+    if not kept:
+        shutil.rmtree(root, ignore_errors=True)
+    for name, outcome in outcomes.items():
+        if not outcome.ok or not outcome.figures:
+            log.warning(f"gallery: `implicitbias run {name} --quick` ended with exit code {outcome.exit_code} and "
+                        f"{len(outcome.figures)} figures; its log ends:\n{outcome.log_tail}")
+
+    nav = []
+    by_system = defaultdict(list)
+    for name, experiment in experiments.items():
+        page = f"experiments/{name}.md"
+        outcome = outcomes.get(name)
+        with mkdocs_gen_files.open(page, "w") as f:
+            f.write(experiment_page(experiment, api, measurements, outcome, bool(chosen)))
+        if outcome is not None:
+            for stem, data in outcome.figures.items():
+                with mkdocs_gen_files.open(f"experiments/{name}/{stem}.png", "wb") as f:
+                    f.write(data)
+        nav.append((name, page))
+        for s in experiment.systems:
+            by_system[s].append(experiment)
+
+    lines = ["# Experiments", "",
+             "Every experiment of the catalogue (`implicitbias list`), generated from "
+             "`implicitbias.experiments.registry.catalog()`. Each page gives the paper, the systems, the theorems "
+             "checked with their thresholds and sources, the measured run times, and the figures of the quick "
+             "variant, computed by the documentation build.", ""]
+    if len(chosen) < len(experiments):
+        lines += ['!!! info "This build computed the figures of a subset"', "",
+                  f"    `IMPLICITBIAS_DOCS_GALLERY={gallery.mode()}`: figures of {', '.join(chosen) or 'no experiment'}. "
+                  "The full build computes every experiment's figures:", "",
+                  "    ```bash", f"    {gallery.FULL_COMMAND}", "    ```", ""]
+    for system in sorted(by_system, key=lambda s: int(s[1:]) if s[1:].isdigit() else 99):
+        lines += [f"## [{system}](../science/{system.lower()}.md)", "", "| experiment | paper | what it shows |",
+                  "| --- | --- | --- |"]
+        for e in by_system[system]:
+            lines.append(f"| [{e.name}]({e.name}.md) | {esc(e.paper)} | {esc(e.summary)} |")
+        lines.append("")
+    with mkdocs_gen_files.open("experiments/index.md", "w") as f:
+        f.write("\n".join(lines))
+    return nav
+
+
+# -- navigation ---------------------------------------------------------------------------------------------
+def write_nav(experiment_nav, api_nav) -> None:
+    lines = []
+    for title, target in STATIC_NAV:
+        if isinstance(target, str):
+            lines.append(f"* [{title}]({target})")
+        else:
+            lines.append(f"* {title}")
+            lines += [f"    * [{t}]({p})" for t, p in target]
+    lines.append("* [Experiments](experiments/index.md)")
+    lines += [f"    * [{t}]({p})" for t, p in experiment_nav]
+    lines.append("* [API reference](api/index.md)")
+    lines += [f"    * [{t}]({p})" for t, p in api_nav if p != "api/index.md"]
+    with mkdocs_gen_files.open("SUMMARY.md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    api, api_nav, undocumented = write_api()
+    if undocumented:
+        say(f"API: {len(undocumented)} public names have no docstring of their own: {', '.join(undocumented)}")
+    experiment_nav = write_experiments(api)
+    write_nav(experiment_nav, api_nav)
+
+
+main()

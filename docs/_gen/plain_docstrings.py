@@ -1,0 +1,72 @@
+"""A griffe extension of the docs build: the project's docstrings are plain text, not Markdown.
+
+They write mathematics as text (`[<v_1, x>]_+`, `W_{i+1}`, `max|<x_i, x_j>|`, `2 * x`), which Markdown would
+read as links, raw HTML, emphasis or headings (and mkdocs-autorefs as cross-references it cannot resolve).
+This extension escapes those characters in every docstring before mkdocstrings renders it, so the API
+reference shows each docstring as written.  It keeps what is meant as markup: `code spans` in backticks,
+indented blocks after a blank line (rendered as code), and "- " bullets.
+"""
+
+from __future__ import annotations
+
+import re
+
+import griffe
+
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
+_SPECIAL = str.maketrans({"\\": "\\\\", "[": "\\[", "]": "\\]", "*": "\\*", "_": "\\_", "<": "&lt;", ">": "&gt;",
+                          "#": "\\#", "|": "\\|", "&": "&amp;", "{": "\\{", "}": "\\}"})
+
+
+def _escape_text(text: str) -> str:
+    out, last = [], 0
+    for match in _CODE_SPAN.finditer(text):
+        out.append(text[last:match.start()].translate(_SPECIAL))
+        out.append(match.group(0))
+        last = match.end()
+    out.append(text[last:].translate(_SPECIAL))
+    return "".join(out)
+
+
+def plain(docstring: str) -> str:
+    """The docstring with Markdown's special characters escaped outside code spans and indented blocks."""
+    lines = docstring.split("\n")
+    result: list[str] = []
+    in_block = False
+    paragraph: list[str] = []
+
+    def flush():
+        if paragraph:
+            result.extend(_escape_text("\n".join(paragraph)).split("\n"))
+            paragraph.clear()
+
+    previous_blank = True
+    for line in lines:
+        blank = not line.strip()
+        indented = line.startswith("    ")
+        if in_block and (indented or blank):
+            result.append(line)
+        elif indented and previous_blank:
+            flush()
+            in_block = True
+            result.append(line)
+        else:
+            in_block = False
+            if blank:
+                flush()
+                result.append(line)
+            else:
+                paragraph.append(line)
+        previous_blank = blank
+    flush()
+    return "\n".join(result)
+
+
+class PlainDocstrings(griffe.Extension):
+    """Escape Markdown in every docstring of the loaded objects (see the module docstring)."""
+
+    def on_object(self, *, obj, **kwargs) -> None:
+        docstring = getattr(obj, "docstring", None)
+        if docstring is not None and not getattr(docstring, "_plain_done", False):
+            docstring.value = plain(docstring.value)
+            docstring._plain_done = True
