@@ -123,8 +123,10 @@ def run(experiment: str | Experiment, *, quick: bool = False, overrides: Mapping
         started, started_at = time.perf_counter(), datetime.datetime.now().isoformat(timespec="seconds")
         say(f"{exp.name}: {len(runs)} runs -> {out}/runs/ (a rerun of this command resumes)")
         try:
-            outcome = run_sweep(runs, RunStore(out, warn=say), workers=workers, cluster=None if cluster is None
-                                else os.fspath(cluster), progress=progress, say=say, **options)
+            with memo_directory(out):  # references a run needs while it trains (an SVM): solved once, kept in out
+                outcome = run_sweep(runs, RunStore(out, warn=say), workers=workers, scheduler=scheduler,
+                                    cluster=None if cluster is None
+                                    else os.fspath(cluster), progress=progress, say=say, **options)
         except KeyboardInterrupt:
             say(f"interrupted: the finished runs are kept in {out}/runs/; rerun the same command to resume")
             raise

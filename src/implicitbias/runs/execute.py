@@ -19,6 +19,8 @@ import xarray as xr
 
 from implicitbias.data import Dataset, data_spec, make_dataset
 from implicitbias.metrics.final import final_variables
+from implicitbias.reference import max_margin_svm
+from implicitbias.reference.memo import memoized
 from implicitbias.runs.spec import RESULTS_FORMAT, RunSpec
 from implicitbias.training.train import train_runs
 
@@ -33,18 +35,13 @@ def dataset_of(spec: RunSpec) -> Dataset:
     return _dataset(spec.data.model_dump_json(), spec.data_seed)
 
 
-@functools.lru_cache(maxsize=256)
-def _svm(data_json: str, seed: int) -> np.ndarray:
-    from implicitbias.reference import max_margin_svm  # deferred on purpose: the reference solvers load scipy.optimize
-
-    ds = _dataset(data_json, seed)
-    return max_margin_svm(ds.X, ds.y).w
-
-
 def reference_of(spec: RunSpec) -> np.ndarray | None:
-    """The per-run reference direction the recorder compares the linear predictor with."""
+    """The per-run reference direction the recorder compares the linear predictor with (the max-margin SVM of
+    the run's data, from the reference memo: solved once per data set)."""
     if spec.reference == "svm":
-        return _svm(spec.data.model_dump_json(), spec.data_seed)
+        ds = dataset_of(spec)
+        tol = {"tol": 1e-6, "support_tol": 1e-6}
+        return memoized("max_margin_svm", spec.data_key(), tol, lambda: max_margin_svm(ds.X, ds.y, **tol).w)
     return None
 
 

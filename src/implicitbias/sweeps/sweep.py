@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 
 from implicitbias._spec import ResourceError
 from implicitbias.data import Dataset
+from implicitbias.reference.memo import memo_directory
 from implicitbias.runs.execute import dataset_of, train_group
 from implicitbias.runs.spec import RunSpec, group_runs
 from implicitbias.status import Status
@@ -85,7 +86,8 @@ def train_task(specs: Sequence[RunSpec], root: str | None = None
     keep_allocations()
     started = time.perf_counter()
     specs = list(specs)
-    arrays = train_group(specs)
+    with memo_directory(root) if root is not None else contextlib.nullcontext():
+        arrays = train_group(specs)  # the references it needs (an SVM) come from the run directory's memo
     data = {s.data_key(): dataset_of(s) for s in specs}
     if root is not None:
         _store(RunStore(root), specs, arrays, data)
