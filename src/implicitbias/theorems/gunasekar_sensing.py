@@ -35,16 +35,15 @@ _TREND = ("the rate: the flow is exponentiated gradient, whose entropy-regularis
 
 
 class _SensingLimit(Theorem):
-    """The predictions Theorem 1 and Conjecture 1 share: ||W(inf)||_* / min over PSD interpolators <= 1 + ratio_tol
-    at the smallest alpha of the grid, on every trial, and the excess ratio - 1 vanishing as a power of alpha."""
+    """What Theorem 1 and Conjecture 1 share: the fields of their predictions, ||W(inf)||_* / min over PSD
+    interpolators <= 1 + ratio_tol at the smallest alpha of the grid, on every trial (`_ratio_verdict`), and the
+    excess ratio - 1 vanishing as a power of alpha (`_trend_verdict`). Each subclass declares both, after its
+    assumptions."""
 
     ratio_tol: float = pydantic.Field(1e-3, gt=0.0)
     floor: float = pydantic.Field(1e-7, gt=0.0)
 
-    @prediction("||W(inf)||_* / min over PSD interpolators <= 1 + ratio_tol at the smallest alpha",
-                threshold="ratio_tol", source=f"{_THEOREM_1} and {_CONJECTURE}; {_RATIO}")
-    def ratio_at_smallest_alpha(self, run) -> Verdict:
-        """The nuclear-norm ratio at the grid's smallest alpha, worst trial."""
+    def _ratio_verdict(self, run) -> Verdict:
         ratio = self._ratios(run)
         at = smallest(run)
         alpha = run_alphas(run).min()
@@ -54,10 +53,7 @@ class _SensingLimit(Theorem):
                          1.0 + self.ratio_tol, labels=labels, run_notes=self._ratio_notes(run, at),
                          where=f"at alpha = {alpha:.3g}")
 
-    @prediction("the excess ratio - 1 vanishes as a power of alpha (exponent CI above 0, extrapolated limit 1)",
-                threshold="floor", source=f"{_THEOREM_1} and {_CONJECTURE} (the limit alpha -> 0); {_TREND}")
-    def excess_vanishes(self, run) -> Verdict:
-        """ratio - 1 -> 0 as a power of alpha, worst trial (`excess_trend`)."""
+    def _trend_verdict(self, run) -> Verdict:
         return excess_trend(self.title, run, self._ratios(run), self.floor)
 
     @staticmethod
@@ -141,6 +137,18 @@ class GunasekarCommuting(_SensingLimit):
         """The final loss of every run is at most loss_tol."""
         return reached(self.title, run, self.loss_tol, "Theorem 1 is about limits that interpolate")
 
+    @prediction("||W(inf)||_* / min over PSD interpolators <= 1 + ratio_tol at the smallest alpha",
+                threshold="ratio_tol", source=f"{_THEOREM_1}; {_RATIO}")
+    def ratio_at_smallest_alpha(self, run) -> Verdict:
+        """The nuclear-norm ratio at the grid's smallest alpha, worst trial."""
+        return self._ratio_verdict(run)
+
+    @prediction("the excess ratio - 1 vanishes as a power of alpha (exponent CI above 0, extrapolated limit 1)",
+                threshold="floor", source=f"{_THEOREM_1} (the limit alpha -> 0); {_TREND}")
+    def excess_vanishes(self, run) -> Verdict:
+        """ratio - 1 -> 0 as a power of alpha, worst trial (`excess_trend`)."""
+        return self._trend_verdict(run)
+
     def _ratio_notes(self, run, at) -> list[str]:
         unconstrained = nuclear_ratios(run)[at]
         return [f"over the minimum among all interpolators (PSD or not): {u:.6g}" for u in unconstrained]
@@ -193,6 +201,18 @@ class GunasekarConjecture(_SensingLimit):
     def loss_reached(self, run) -> Verdict:
         """The final loss of every run is at most loss_tol."""
         return reached(self.title, run, self.loss_tol, "the conjecture is about limits that interpolate")
+
+    @prediction("||W(inf)||_* / min over PSD interpolators <= 1 + ratio_tol at the smallest alpha",
+                threshold="ratio_tol", source=f"{_CONJECTURE}; {_RATIO}")
+    def ratio_at_smallest_alpha(self, run) -> Verdict:
+        """The nuclear-norm ratio at the grid's smallest alpha, worst trial."""
+        return self._ratio_verdict(run)
+
+    @prediction("the excess ratio - 1 vanishes as a power of alpha (exponent CI above 0, extrapolated limit 1)",
+                threshold="floor", source=f"{_CONJECTURE} (the limit alpha -> 0); {_TREND}")
+    def excess_vanishes(self, run) -> Verdict:
+        """ratio - 1 -> 0 as a power of alpha, worst trial (`excess_trend`)."""
+        return self._trend_verdict(run)
 
     def _ratio_notes(self, run, at) -> list[str]:
         return [star_note(run.data[r], run.runs[r].data_key()) for r in at]
