@@ -41,7 +41,7 @@ def reference_of(spec: RunSpec) -> np.ndarray | None:
     if spec.reference == "svm":
         ds = dataset_of(spec)
         tol = {"tol": 1e-6, "support_tol": 1e-6}
-        return memoized("max_margin_svm", spec.data_key(), tol, lambda: max_margin_svm(ds.X, ds.y, **tol).w)
+        return memoized("svm_direction", spec.data_key(), tol, lambda: max_margin_svm(ds.X, ds.y, **tol).w)
     return None
 
 
