@@ -8,7 +8,7 @@ How the asymptotic claims are read at finite time (every fit uses the checkpoint
 L < l(0)/n on, the regime in which every point is fitted and the margin dynamics of Lyu & Li and Kou et al.
 apply; with fewer than 4 such checkpoints the rates are `not_evaluated`):
 
-- ||W||_F = Theta(log t): the Box-Cox exponent q of ||W||_F = a + b (t^q - 1)/q (`frei.growth_exponent`) must
+- ||W||_F = Theta(log t): the Box-Cox exponent q of ||W||_F = a + b (t^q - 1)/q (`fitting.growth_exponent`) must
   satisfy |q| <= q_tol. Logarithmic growth has q = 0 at every t; a power law c t^p has q = p.
 - L = Theta(1/t): the fitted slope s of log L against log t must satisfy |s + 1| <= loss_slope_tol.
 - srank(W) -> its limit and max_i q_i / min_i q_i -> 1: the limit lies between the last value and the
