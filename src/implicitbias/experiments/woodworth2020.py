@@ -10,7 +10,7 @@ flow with the hyperbolic-entropy potential (Sec. 4). The regime claims are read 
 Q_alpha^D minimisers on the same alphas): the rates at which the GF limits approach the min-l1 and min-l2
 interpolators on either side of their crossover (`regime_rate`), the teacher errors at the ends of the grid against
 the two interpolators' (`recovery_claims`), and the transition widths with the uncertainty of the grid and of the
-flow (`sharper_claim`).
+flow (`sharper_claim`); these claims are `theorems.woodworth_claims.KernelRichClaims`.
 """
 
 from __future__ import annotations
