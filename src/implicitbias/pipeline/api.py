@@ -153,15 +153,15 @@ def run(experiment: str | Experiment, *, quick: bool = False, overrides: Mapping
 
 
 def _finish(exp: Experiment, results: Results, out: Path, record: RunRecord, info: dict, say) -> None:
-    with memo_directory(out):
+    with memo_directory(out):  # the checks' and the tables' references: solved once, kept in the run directory
         results.checks = evaluate_checks(exp, results)
-    save_results(results, out / "results.nc")
-    record.paths.update({"results": str(out / "results.nc"), "log": str(out / "log.txt")})
-    try:
-        record.paths["report"] = str(write_outputs(exp, results, out, info, warn=say))
-    except DRAWING_ERRORS as exc:
-        record.outputs_error = outputs_failed(exc, out)
-        say(record.outputs_error)  # the results are complete: only their pictures are missing
+        save_results(results, out / "results.nc")
+        record.paths.update({"results": str(out / "results.nc"), "log": str(out / "log.txt")})
+        try:
+            record.paths["report"] = str(write_outputs(exp, results, out, info, warn=say))
+        except DRAWING_ERRORS as exc:
+            record.outputs_error = outputs_failed(exc, out)
+            say(record.outputs_error)  # the results are complete: only their pictures are missing
 
 
 def report(path: str | os.PathLike, *, experiment: Experiment | None = None,
@@ -186,8 +186,9 @@ def report(path: str | os.PathLike, *, experiment: Experiment | None = None,
     record = RunRecord(out=str(out), runs=len(results.runs), reused=len(results.runs), paths={"results": str(file)})
     results.record = record
     try:
-        record.paths["report"] = str(write_outputs(results.definition, results, out, {"rebuilt from": str(file)},
-                                                   warn=say))
+        with memo_directory(out):
+            record.paths["report"] = str(write_outputs(results.definition, results, out, {"rebuilt from": str(file)},
+                                                       warn=say))
     except DRAWING_ERRORS as exc:
         record.outputs_error = outputs_failed(exc, out, "error")
         raise RuntimeError(record.outputs_error) from exc

@@ -222,7 +222,8 @@ class CellsContext:
     """What a `CellsTheorem` sees: the experiment's `Results` (`results.cells`, `results.select(...)`)."""
 
     results: Any
-    memo: dict = dataclasses.field(default_factory=dict, repr=False)
+    #: what `once` computed on this context (not copied by `dataclasses.replace`: new results, new values)
+    memo: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def cells(self) -> list:
@@ -247,7 +248,8 @@ class RunContext:
     runs: list
     results: Any
     data: list
-    memo: dict = dataclasses.field(default_factory=dict, repr=False)
+    #: what `once` computed on this context (not copied by `dataclasses.replace`: new results, new values)
+    memo: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, cell) -> RunContext:
