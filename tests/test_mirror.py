@@ -192,7 +192,7 @@ def test_bregman_limit_holds_on_converged_runs_and_fails_off_the_projection(meth
     v = np.linalg.svd(X)[2][-1]
     w = ctx.results["theta.w"].values.copy()
     w[1] += 1e-4 * v
-    bad = dataclasses.replace(ctx, results=ctx.results.assign({"theta.w": (ctx.results["theta.w"].dims, w)}), memo={})
+    bad = dataclasses.replace(ctx, results=ctx.results.assign({"theta.w": (ctx.results["theta.w"].dims, w)}))
     verdicts = BregmanLimit().check(bad)
     assert set(_outcomes(verdicts, "assumption")) == {"holds"}, [v.line() for v in verdicts]
     assert _outcomes(verdicts, "prediction") == ["fails"], [v.line() for v in verdicts]
