@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from implicitbias.data import MatrixCompletion
-from implicitbias.experiments.base import Figure
+from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
-from implicitbias.experiments.gunasekar2017 import FactorizationExperiment
+from implicitbias.experiments.gunasekar2017 import check_factorization_run
 from implicitbias.losses import Loss
 from implicitbias.metrics.factorization import effective_rank, end_to_end
 from implicitbias.models import MatrixFactorization
@@ -178,7 +178,8 @@ def _rows_at_smallest_init(results) -> tuple[list[dict], int, int]:
     return _smallest_init(_table(results)), data.d, data.rank
 
 
-ARORA = FactorizationExperiment(
+ARORA = Experiment(
+    validate_run=check_factorization_run,
     name="arora2019-deep-completion",
     paper="Arora, Cohen, Hu & Luo 2019 (NeurIPS), Sec. 3 (Figure 1)",
     systems=("S8",),

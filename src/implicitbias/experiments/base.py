@@ -42,6 +42,9 @@ class Experiment:
     settings_source: str = ""
     tables: Callable[[Any, Any], list] | None = None
     claims: tuple = ()
+    #: a check of each expanded run across its sections (e.g. the model's dimension against the data's), which no
+    #: single spec can make: raises ConfigError, before anything trains
+    validate_run: Callable[[Any], None] | None = None
 
     def resolve(self, quick: bool = False, overrides: dict[str, Any] | None = None,
                 seed: int | None = None) -> ExperimentConfig:
@@ -54,5 +57,10 @@ class Experiment:
         return with_overrides(self.config, changes) if changes else self.config
 
     def runs(self, config: ExperimentConfig) -> list:
-        """Every run of the experiment under `config`, as `RunSpec`s."""
-        return expand(config)
+        """Every run of the experiment under `config`, as `RunSpec`s (each checked by `validate_run`).  Override
+        only where the paper's design is not a grid of the config."""
+        runs = expand(config)
+        if self.validate_run is not None:
+            for spec in runs:
+                self.validate_run(spec)
+        return runs

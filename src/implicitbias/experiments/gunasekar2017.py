@@ -10,7 +10,6 @@ trains when alpha <= 0 or the factorisation's size does not match the matrix.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -44,20 +43,6 @@ def check_factorization_run(spec) -> None:
     if d is not None and model.dim != d:
         raise ConfigError(f"model.dim = {model.dim} is not allowed: expected data.d = {d} (the factorisation must "
                           "be as large as the observed matrix)")
-
-
-@dataclasses.dataclass(frozen=True)
-class FactorizationExperiment(Experiment):
-    """An S8 experiment. Its runs are the grid of its config, as for every experiment; `runs` only adds, before
-    anything trains, `check_factorization_run` on each (a check across the model and the data, which neither spec
-    can make alone)."""
-
-    def runs(self, config: ExperimentConfig) -> list:
-        """The grid's runs (`Experiment.runs`), each checked by `check_factorization_run`."""
-        runs = super().runs(config)
-        for spec in runs:
-            check_factorization_run(spec)
-        return runs
 
 
 def _rows(cell) -> list[list]:
@@ -117,7 +102,8 @@ def _theorems(cell):
 
 ALPHAS = [1e-1, 1e-2, 1e-3, 1e-4, 1e-6, 1e-8]
 
-GUNASEKAR = FactorizationExperiment(
+GUNASEKAR = Experiment(
+    validate_run=check_factorization_run,
     name="gunasekar2017-sensing",
     paper="Gunasekar et al. 2017 (NeurIPS), Theorem 1 and Conjecture 1",
     systems=("S8",),

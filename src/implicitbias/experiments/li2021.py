@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from implicitbias.data import MatrixSensing
-from implicitbias.experiments.base import Figure
+from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
-from implicitbias.experiments.gunasekar2017 import FactorizationExperiment
+from implicitbias.experiments.gunasekar2017 import check_factorization_run
 from implicitbias.losses import Loss
 from implicitbias.metrics.factorization import end_to_end
 from implicitbias.models import MatrixFactorization
@@ -123,7 +123,8 @@ def _theorems(cell):
     return [LiIncremental()]
 
 
-LI = FactorizationExperiment(
+LI = Experiment(
+    validate_run=check_factorization_run,
     name="li2021-incremental",
     paper="Li, Luo & Lyu 2021 (ICLR), greedy low-rank learning",
     systems=("S8",),

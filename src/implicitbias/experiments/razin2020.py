@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from implicitbias.data import RazinCohen
-from implicitbias.experiments.base import Figure
+from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
-from implicitbias.experiments.gunasekar2017 import FactorizationExperiment
+from implicitbias.experiments.gunasekar2017 import check_factorization_run
 from implicitbias.losses import Loss
 from implicitbias.metrics.factorization import effective_rank, product, schatten
 from implicitbias.models import MatrixFactorization
@@ -243,7 +243,8 @@ _BALANCED_PARTS = {
 _UNBALANCED = {"model.init_noise": 0.1, "model.depth": 3, "init_scale": 0.3, "stop.loss_tol": 1e-9, "stop.max_time": 1e6,
                "method.solver": "rkc", "method.rtol": 1e-8, "method.atol": None, "method.atol_rel": 1e-6}
 
-RAZIN = FactorizationExperiment(
+RAZIN = Experiment(
+    validate_run=check_factorization_run,
     name="razin2020-counterexample",
     paper="Razin & Cohen 2020 (NeurIPS), Sec. 3",
     systems=("S8",),
