@@ -317,6 +317,9 @@ def write_experiments(api) -> list[tuple[str, str]]:
     from implicitbias.experiments.runtimes import load_runtimes
 
     experiments = catalog()
+    report_plugin_failures()
+    if not experiments:
+        log.warning("the catalogue of experiments is empty: no experiment page can be written")
     measurements = load_runtimes()
     chosen = gallery.selected(list(experiments), measurements)
     kept = os.environ.get("IMPLICITBIAS_DOCS_GALLERY_DIR")
@@ -346,6 +349,8 @@ def write_experiments(api) -> list[tuple[str, str]]:
         for s in experiment.systems:
             by_system[s].append(experiment)
 
+    write_system_sections(experiments, by_system, api)
+
     lines = ["# Experiments", "",
              "Every experiment of the catalogue (`implicitbias list`), generated from "
              "`implicitbias.experiments.registry.catalog()`. Each page gives the paper, the systems, the theorems "
@@ -365,6 +370,49 @@ def write_experiments(api) -> list[tuple[str, str]]:
     with mkdocs_gen_files.open("experiments/index.md", "w") as f:
         f.write("\n".join(lines))
     return nav
+
+
+def report_plugin_failures() -> None:
+    """A contribution that failed to import (its warning went to standard error) fails the strict build: its pages
+    would be missing without a word."""
+    try:
+        from implicitbias import plugins
+    except ImportError:
+        return
+    for kind in getattr(plugins, "GROUPS", {}):
+        for line in plugins.failures(kind):
+            log.warning(f"plugins: {line}")
+
+
+def write_system_sections(experiments, by_system, api) -> None:
+    """Append to each science page S<k> the catalogued experiments of that system and the theorems they check."""
+    for k in range(1, 13):
+        system = f"S{k}"
+        page = f"science/s{k}.md"
+        lines = ["", "## In the catalogue", ""]
+        chosen = by_system.get(system, [])
+        if not chosen:
+            lines += ["No catalogued experiment declares this system yet.", ""]
+        else:
+            lines += ["Experiments (generated from the catalogue when these pages were built):", ""]
+            lines += [f"- [{e.name}](../experiments/{e.name}.md): {esc(e.summary)}" for e in chosen]
+            theorems: dict[str, str] = {}
+            for e in chosen:
+                try:
+                    _, cells = cells_of(e, quick=False)
+                    found = [t for c in cells for t in e.theorems(c)] + list(e.claims)
+                except Exception:  # reported on the experiment's own page
+                    found = []
+                for t in found:
+                    cls = type(t)
+                    path = f"{cls.__module__}.{cls.__qualname__}"
+                    link = f"[`{cls.__name__}`](../{api[path]}#{path})" if path in api else f"`{cls.__name__}`"
+                    theorems.setdefault(path, f"- {link}: {esc(t.title)}")
+            if theorems:
+                lines += ["", "Theorems and claims they check:", ""] + list(theorems.values())
+            lines.append("")
+        with mkdocs_gen_files.open(page, "a") as f:
+            f.write("\n".join(lines))
 
 
 # -- navigation ---------------------------------------------------------------------------------------------
