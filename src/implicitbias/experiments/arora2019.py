@@ -18,7 +18,7 @@ from implicitbias.data import MatrixCompletion
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
-from implicitbias.experiments.gunasekar2017 import check_factorization_run
+from implicitbias.experiments.gunasekar2017 import check_factorization_runs
 from implicitbias.losses import Loss
 from implicitbias.metrics.factorization import effective_rank, end_to_end
 from implicitbias.models import MatrixFactorization
@@ -179,7 +179,7 @@ def _rows_at_smallest_init(results) -> tuple[list[dict], int, int]:
 
 
 ARORA = Experiment(
-    validate_run=check_factorization_run,
+    validate_runs=check_factorization_runs,
     name="arora2019-deep-completion",
     paper="Arora, Cohen, Hu & Luo 2019 (NeurIPS), Sec. 3 (Figure 1)",
     systems=("S8",),

@@ -42,9 +42,9 @@ class Experiment:
     settings_source: str = ""
     tables: Callable[[Any, Any], list] | None = None
     claims: tuple = ()
-    #: a check of each expanded run across its sections (e.g. the model's dimension against the data's), which no
-    #: single spec can make: raises ConfigError, before anything trains
-    validate_run: Callable[[Any], None] | None = None
+    #: a check of the expanded runs that no single spec can make (the model's dimension against the data's, data
+    #: that must be separable): raises ConfigError, before anything trains
+    validate_runs: Callable[[list], None] | None = None
 
     def resolve(self, quick: bool = False, overrides: dict[str, Any] | None = None,
                 seed: int | None = None) -> ExperimentConfig:
@@ -57,10 +57,9 @@ class Experiment:
         return with_overrides(self.config, changes) if changes else self.config
 
     def runs(self, config: ExperimentConfig) -> list:
-        """Every run of the experiment under `config`, as `RunSpec`s (each checked by `validate_run`).  Override
-        only where the paper's design is not a grid of the config."""
+        """Every run of the experiment under `config`, as `RunSpec`s (checked by `validate_runs`).  Override only
+        where the paper's design is not a grid of the config."""
         runs = expand(config)
-        if self.validate_run is not None:
-            for spec in runs:
-                self.validate_run(spec)
+        if self.validate_runs is not None:
+            self.validate_runs(runs)
         return runs

@@ -4,8 +4,8 @@ interpolation, the nuclear norm of the limit against the minimum nuclear norm (c
 commuting measurements (their Theorem 1) the ratio -> 1; with Gaussian measurements (their Conjecture 1) they
 observed the same; the minimum-Frobenius interpolator's ratio is shown beside.
 
-Also the shared base of the S8 experiments, `FactorizationExperiment`: its runs are refused before anything
-trains when alpha <= 0 or the factorisation's size does not match the matrix.
+Also the check every S8 experiment declares (`check_factorization_runs`, its `validate_runs`): runs are refused
+before anything trains when alpha <= 0 or the factorisation's size does not match the matrix.
 """
 
 from __future__ import annotations
@@ -43,6 +43,12 @@ def check_factorization_run(spec) -> None:
     if d is not None and model.dim != d:
         raise ConfigError(f"model.dim = {model.dim} is not allowed: expected data.d = {d} (the factorisation must "
                           "be as large as the observed matrix)")
+
+
+def check_factorization_runs(runs) -> None:
+    """`check_factorization_run` on every run (an S8 experiment's `validate_runs`)."""
+    for spec in runs:
+        check_factorization_run(spec)
 
 
 def _rows(cell) -> list[list]:
@@ -103,7 +109,7 @@ def _theorems(cell):
 ALPHAS = [1e-1, 1e-2, 1e-3, 1e-4, 1e-6, 1e-8]
 
 GUNASEKAR = Experiment(
-    validate_run=check_factorization_run,
+    validate_runs=check_factorization_runs,
     name="gunasekar2017-sensing",
     paper="Gunasekar et al. 2017 (NeurIPS), Theorem 1 and Conjecture 1",
     systems=("S8",),

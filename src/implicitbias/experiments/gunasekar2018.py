@@ -10,16 +10,15 @@ stationary point of ||w||_{2/3} for D = 3, sparser still (||w||_1^2 / ||w||_2^2)
 from __future__ import annotations
 
 import csv
-import dataclasses
 from pathlib import Path
 
 import numpy as np
 
 from implicitbias.data import Separable
-from implicitbias.experiments.base import Figure
+from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
-from implicitbias.experiments.woodworth2020 import DiagonalExperiment
+from implicitbias.experiments.woodworth2020 import check_positive_alpha
 from implicitbias.losses import Loss
 from implicitbias.metrics.extrapolation import unit_distance
 from implicitbias.models import DiagonalLinear
@@ -31,24 +30,16 @@ from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 
 
-@dataclasses.dataclass(frozen=True)
-class MaxMarginDiagonalExperiment(DiagonalExperiment):
-    """Also refuses, before anything trains, data that are not linearly separable through the origin (the
-    max-margin references do not exist), naming the points.
-
-    The runs are the config's grid (`expand`); `runs` is overridden only to refuse such data before anything
-    trains (`Experiment` has no other place for a check on the declared runs)."""
-
-    def runs(self, config: ExperimentConfig) -> list:
-        """The runs of `config` (`DiagonalExperiment.runs`), once every data set they train on is separable."""
-        runs = super().runs(config)
-        seen = set()
-        for spec in runs:
-            if spec.data_key() not in seen:
-                seen.add(spec.data_key())
-                data = dataset_of(spec)
-                check_separable(data.X, data.y)
-        return runs
+def check_diagonal_max_margin_runs(runs) -> None:
+    """alpha > 0 (`check_positive_alpha`) and data linearly separable through the origin (the max-margin
+    references do not exist otherwise), refused before anything trains, naming the points."""
+    check_positive_alpha(runs)
+    seen = set()
+    for spec in runs:
+        if spec.data_key() not in seen:
+            seen.add(spec.data_key())
+            data = dataset_of(spec)
+            check_separable(data.X, data.y)
 
 
 #: checkpoints in the loss clock s (ds = L dt): log-spaced to s = 1, then every 0.05 to s = 10 and every 0.25 to s = 20
@@ -214,7 +205,8 @@ def _theorems(cell):
     return [GunasekarDiagonal()]
 
 
-DIAGONAL = MaxMarginDiagonalExperiment(
+DIAGONAL = Experiment(
+    validate_runs=check_diagonal_max_margin_runs,
     name="gunasekar2018-diagonal",
     paper="Gunasekar et al. 2018 (NeurIPS), Theorem 2 (diagonal networks)",
     systems=("S6", "S10"),

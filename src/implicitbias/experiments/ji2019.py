@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from implicitbias.data import Separable
-from implicitbias.experiments.base import Figure
+from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, plt
-from implicitbias.experiments.soudry2018 import MaxMarginExperiment, write_csv
+from implicitbias.experiments.soudry2018 import check_separable_runs, write_csv
 from implicitbias.losses import Loss
 from implicitbias.models import DeepLinear
 from implicitbias.theorems.ji_telgarsky import (
@@ -114,7 +114,8 @@ def _theorems(cell):
     return [JiTelgarskyAlignment()]
 
 
-JI = MaxMarginExperiment(
+JI = Experiment(
+    validate_runs=check_separable_runs,
     name="ji2019-deep-linear",
     paper="Ji & Telgarsky 2019 (ICLR), Theorem 2.2",
     systems=("S5",),

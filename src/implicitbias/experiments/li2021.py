@@ -24,7 +24,7 @@ from implicitbias.data import MatrixSensing
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
-from implicitbias.experiments.gunasekar2017 import check_factorization_run
+from implicitbias.experiments.gunasekar2017 import check_factorization_runs
 from implicitbias.losses import Loss
 from implicitbias.metrics.factorization import end_to_end
 from implicitbias.models import MatrixFactorization
@@ -124,7 +124,7 @@ def _theorems(cell):
 
 
 LI = Experiment(
-    validate_run=check_factorization_run,
+    validate_runs=check_factorization_runs,
     name="li2021-incremental",
     paper="Li, Luo & Lyu 2021 (ICLR), greedy low-rank learning",
     systems=("S8",),

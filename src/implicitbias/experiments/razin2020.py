@@ -33,7 +33,7 @@ from implicitbias.data import RazinCohen
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
-from implicitbias.experiments.gunasekar2017 import check_factorization_run
+from implicitbias.experiments.gunasekar2017 import check_factorization_runs
 from implicitbias.losses import Loss
 from implicitbias.metrics.factorization import effective_rank, product, schatten
 from implicitbias.models import MatrixFactorization
@@ -244,7 +244,7 @@ _UNBALANCED = {"model.init_noise": 0.1, "model.depth": 3, "init_scale": 0.3, "st
                "method.solver": "rkc", "method.rtol": 1e-8, "method.atol": None, "method.atol_rel": 1e-6}
 
 RAZIN = Experiment(
-    validate_run=check_factorization_run,
+    validate_runs=check_factorization_runs,
     name="razin2020-counterexample",
     paper="Razin & Cohen 2020 (NeurIPS), Sec. 3",
     systems=("S8",),

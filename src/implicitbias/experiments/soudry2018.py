@@ -10,7 +10,6 @@ paper's Figure 1 on log-time axes: ||w(t)||, the loss, the angle gap and the mar
 from __future__ import annotations
 
 import csv
-import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ import numpy as np
 from implicitbias._spec import ConfigError
 from implicitbias.data import KnownSVM2D
 from implicitbias.experiments.base import Experiment, Figure
-from implicitbias.experiments.config import ExperimentConfig, expand
+from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, plt
 from implicitbias.losses import Loss
 from implicitbias.models import Linear, MulticlassLinear
@@ -36,35 +35,26 @@ from implicitbias.training.stopping import Stop
 STOP = Stop(max_steps=1_000_000, loss_tol=1e-250)
 
 
-@dataclasses.dataclass(frozen=True)
-class MaxMarginExperiment(Experiment):
-    """An experiment whose theorems compare with a max-margin predictor: every run's training data must be
-    linearly separable through the origin, checked when the runs are declared (before anything trains); the
-    error names the points that cannot be separated.
-
-    The runs are the config's grid and parts (`expand`); `runs` is overridden only to refuse data that are not
-    separable before anything trains (`Experiment` has no other place for a check on the declared runs)."""
-
-    def runs(self, config: ExperimentConfig) -> list:
-        """The runs of `config` (`expand`), once every data set they train on is known to be separable."""
-        runs = expand(config)
-        seen = set()
-        for spec in runs:
-            if spec.data_key() in seen:
-                continue
-            seen.add(spec.data_key())
-            data = dataset_of(spec)
-            try:
-                if data.task == "multiclass":
-                    model = spec.model
-                    classes = model.classes if isinstance(model, MulticlassLinear) else data.y.max() + 1
-                    multiclass_svm(data.X, data.y.astype(int), int(classes))
-                else:
-                    check_separable(data.X, data.y)
-            except NonSeparableDataError as exc:
-                raise ConfigError(f"data = {spec.data.model_dump()} (data seed {spec.data_seed}) is not allowed for "
-                                  f"{self.name}: {exc}") from None
-        return runs
+def check_separable_runs(runs) -> None:
+    """Refuse, before anything trains, data that are not linearly separable through the origin (the theorems
+    compare with a max-margin predictor, which then does not exist), naming the points that cannot be separated:
+    the `validate_runs` of the max-margin experiments."""
+    seen = set()
+    for spec in runs:
+        if spec.data_key() in seen:
+            continue
+        seen.add(spec.data_key())
+        data = dataset_of(spec)
+        try:
+            if data.task == "multiclass":
+                model = spec.model
+                classes = model.classes if isinstance(model, MulticlassLinear) else data.y.max() + 1
+                multiclass_svm(data.X, data.y.astype(int), int(classes))
+            else:
+                check_separable(data.X, data.y)
+        except NonSeparableDataError as exc:
+            raise ConfigError(f"data = {spec.data.model_dump()} (data seed {spec.data_seed}) is not allowed: "
+                              f"{exc}") from None
 
 
 def write_csv(path: Path, header: list[str], rows: list[list]) -> Path:
@@ -259,7 +249,8 @@ MULTICLASS = {"data.name": "multiclass_separable", "data.n": 10, "data.d": 10, "
               "model.kind": "multiclass_linear", "model.classes": 3, "loss.name": "cross_entropy", "method.kind": "gd",
               "method.lr": 0.5, "reference": "none", "keep_trajectory": True}
 
-SOUDRY = MaxMarginExperiment(
+SOUDRY = Experiment(
+    validate_runs=check_separable_runs,
     name="soudry2018-logistic",
     paper="Soudry, Hoffer, Nacson, Gunasekar, Srebro 2018 (JMLR), Figure 1 and Theorem 3",
     systems=("S4",),

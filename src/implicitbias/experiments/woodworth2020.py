@@ -15,7 +15,6 @@ flow (`sharper_claim`); these claims are `theorems.woodworth_claims.KernelRichCl
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -35,22 +34,13 @@ from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 
 
-@dataclasses.dataclass(frozen=True)
-class DiagonalExperiment(Experiment):
-    """An experiment on diagonal networks from u = v = alpha 1: alpha <= 0 is refused before anything trains
-    (alpha = 0 is a saddle where gradient flow never moves, and alpha < 0 flips the parametrisation).
-
-    The runs are the config's grid and parts (`expand`); `runs` is overridden only to refuse such an alpha before
-    anything trains (`Experiment` has no other place for a check on the declared runs)."""
-
-    def runs(self, config: ExperimentConfig) -> list:
-        """The runs of `config` (`expand`), once every init scale alpha is known to be positive."""
-        runs = super().runs(config)
-        for spec in runs:
-            if not spec.init_scale > 0:
-                raise ConfigError(f"init_scale = {spec.init_scale!r} is not allowed: expected alpha > 0 (init u = v = "
-                                  "alpha 1; at alpha = 0 the flow sits on a saddle and never moves)")
-        return runs
+def check_positive_alpha(runs) -> None:
+    """Refuse alpha <= 0 before anything trains (diagonal networks from u = v = alpha 1: alpha = 0 is a saddle where
+    gradient flow never moves, alpha < 0 flips the parametrisation): the `validate_runs` of the S6 experiments."""
+    for spec in runs:
+        if not spec.init_scale > 0:
+            raise ConfigError(f"init_scale = {spec.init_scale!r} is not allowed: expected alpha > 0 (init u = v = "
+                              "alpha 1; at alpha = 0 the flow sits on a saddle and never moves)")
 
 
 #: gradient flow by RKC at rtol 1e-8 with an absolute floor of 1e-14, on the displacements du = u - alpha 1,
@@ -164,7 +154,8 @@ def _theorems(cell):
     return [WoodworthLimit(), MirrorFlowPath()]
 
 
-KERNEL_RICH = DiagonalExperiment(
+KERNEL_RICH = Experiment(
+    validate_runs=check_positive_alpha,
     name="woodworth2020-kernel-rich",
     paper="Woodworth et al. 2020 (COLT), Theorem 1, Sec. 4-5",
     systems=("S6",),
