@@ -432,3 +432,56 @@ def test_a_not_evaluated_verdict_must_say_why():
 
 def test_gaussian_mixture_is_not_a_teacher():  # the Chistikov rows' labels check reads info["v_star"]
     assert GaussianMixture(n=4, d=3).generate(0).info.get("v_star") is None
+
+
+# -- theorems and claims as declarations ------------------------------------------------------------------------
+
+
+def _declared_classes():
+    from implicitbias.experiments.registry import catalog
+    from implicitbias.theorems import catalog as theorem_catalog
+
+    classes = dict(theorem_catalog())
+    for experiment in catalog().values():
+        for claim in experiment.claims:
+            classes[type(claim).__name__] = type(claim)
+    return classes
+
+
+@pytest.mark.parametrize("name, cls", sorted(_declared_classes().items()))
+def test_every_theorem_and_claim_declares_its_checks_with_thresholds_and_sources(name, cls):
+    """Assumptions and predictions are declared on the class (`@assumption`, `@prediction`), each with where it
+    comes from; the class does not re-implement the evaluation; a declared threshold names fields it has."""
+    overridden = [m for m in ("assumptions", "predictions", "check") if m in vars(cls)]
+    assert not overridden, f"{name} overrides {overridden}: declare the checks with @assumption/@prediction instead"
+    declared = cls.declarations()
+    assert any(d.kind == "prediction" for d in declared), f"{name} declares no prediction"
+    assert all(d.source.strip() and d.statement.strip() for d in declared)
+    for d in declared:
+        for field in d.threshold.replace(",", " ").split():
+            assert field in cls.model_fields, f"{name}.{d.name}: threshold {field!r} is not a field of the theorem"
+
+
+def test_every_experiment_declares_its_claims_as_cells_theorems():
+    from implicitbias.experiments.registry import catalog
+    from implicitbias.theorems.base import CellsTheorem
+
+    for name, experiment in catalog().items():
+        assert isinstance(experiment.claims, tuple), name
+        assert all(isinstance(c, CellsTheorem) for c in experiment.claims), name
+
+
+def test_a_new_prediction_is_one_decorated_method():
+    """Adding a prediction to a theorem: one decorated method; `check` then reports it after the others."""
+    from implicitbias.theorems.base import compare, prediction
+
+    base = TABLE["KouTheorem"]
+
+    class Extended(type(_theorem("KouTheorem"))):
+        @prediction("the final loss is below 1", source="a test of the mechanism")
+        def final_loss_small(self, run):
+            return compare(self.title, "prediction", "final loss < 1", float(run.results["loss"].values[0, -1]), "<", 1.0)
+
+    verdicts = Extended().check(base.nominal())
+    assert verdicts[-1].statement == "final loss < 1" and verdicts[-1].outcome == "holds"
+    assert Extended.declarations()[-1].name == "final_loss_small"

@@ -18,10 +18,7 @@ def evaluate_checks(experiment: Experiment, results: Results) -> list[dict]:
             for verdict in theorem.check(ctx):
                 out.append({"cell": cell.label, **verdict.to_dict()})
     ctx = CellsContext(results)
-    claims = experiment.claims
-    if callable(claims):  # TRANSITION: a function of the results, until every experiment declares CellsTheorems
-        claims = [_Claims(claims, experiment.paper)]
-    for claim in claims:
+    for claim in experiment.claims:
         try:
             verdicts = claim.check(ctx)
         except (IndexError, KeyError, ValueError) as exc:
@@ -30,10 +27,3 @@ def evaluate_checks(experiment: Experiment, results: Results) -> list[dict]:
         out.extend({"cell": "all cells", **v.to_dict()} for v in verdicts)
     return out
 
-
-class _Claims:  # TRANSITION
-    def __init__(self, fn, title):
-        self.fn, self.title = fn, title
-
-    def check(self, ctx):
-        return self.fn(ctx.results)
