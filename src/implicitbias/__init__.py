@@ -8,7 +8,9 @@ $IMPLICITBIAS_CACHE_DIR; set IMPLICITBIAS_JAX_CACHE=0 to disable it).  Programs 
 sets 0: its many processes compile the same small programs).
 """
 
+import importlib
 import os
+from importlib.metadata import PackageNotFoundError, version
 
 # equinox (under diffrax) raises its runtime errors through a host callback by default, and JAX never
 # writes a program with a host callback to the persistent cache: every gradient-flow program would be
@@ -24,8 +26,6 @@ def _xla_cpu_defaults() -> None:
     2.1 s; frei2023-kkt --quick 27.8 s -> 21.8 s, chistikov2023-fig1 --quick 15.0 s -> 13.4 s.  Set before JAX
     creates its CPU client, only for the jaxlib versions where the flag was measured (XLA aborts on a flag it
     does not know), and never over the user's own XLA_FLAGS choice; IMPLICITBIAS_XLA_DEFAULTS=0 turns it off."""
-    from importlib.metadata import PackageNotFoundError, version
-
     flags = os.environ.get("XLA_FLAGS", "")
     if os.environ.get("IMPLICITBIAS_XLA_DEFAULTS", "1") == "0" or "xla_cpu_use_fusion_emitters" in flags:
         return
@@ -71,8 +71,6 @@ _LAZY = {
 def __getattr__(name: str):
     """`implicitbias.run`, `implicitbias.load`, ... imported when first used."""
     if name in _LAZY:
-        import importlib
-
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value

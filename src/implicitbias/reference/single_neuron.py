@@ -21,8 +21,8 @@ import numbers
 import numpy as np
 
 from implicitbias._spec import ConfigError
-from implicitbias.reference._common import as_data
-from implicitbias.reference.interpolators import min_l2_interpolator
+from implicitbias.reference._common import ReferenceSolverError, as_data
+from implicitbias.reference.interpolators import min_l2_interpolator, single_neuron_min_norm
 
 
 def leaky_relu_inverse(y, leak: float) -> np.ndarray:
@@ -84,8 +84,6 @@ def certified_relu_min_norm(X, y, start=None, *, max_rounds: int = 50) -> ReluMi
     a wrong-signed multiplier and add the violated ones, until the KKT conditions hold (a primal active-set method;
     at most max_rounds rounds). Raises ValueError for negative labels or when no zero-loss neuron exists (from
     `single_neuron_min_norm`), ReferenceSolverError when the active set does not settle."""
-    from implicitbias.reference import ReferenceSolverError, single_neuron_min_norm
-
     X, y = as_data(X, y)
     w = np.asarray(single_neuron_min_norm(X, y) if start is None else start, dtype=np.float64)
     pos = y > 0
