@@ -1,19 +1,28 @@
 """Theorems as objects: assumptions checked on the data, predictions checked on a run.
 
-- `base`: `Theorem` with its declared `assumption`s and `prediction`s, `CellsTheorem` (claims across cells),
-  `Verdict`, `compare`, `RunContext`;
-- `frei`: Frei et al. 2023, Theorem 3.2, Lemma 3.3, Theorem 3.4, Theorem 4.2 (S1, S2);
-- `kou`: Kou, Chen, Gu 2023 (S3);
+- `base`: `Theorem`, with its checks declared by `assumption` and `prediction` (each with its threshold and
+  source); `CellsTheorem`, a paper's claim across the cells of an experiment; `Verdict`, `compare`, `RunContext`;
+- Frei et al. 2023 (S1, S2): `frei` (Theorems 3.2 and 3.4), `frei_gd` (Lemma 3.3, Theorem 4.2), `frei_claims`
+  (Figures 1, 2 and the XOR claims), `two_layer_common` and `linear_rule` (their shared checks);
+- `kou`: Kou, Chen, Gu 2023 (S3); `two_layer_bounds`: the loss-rate and norm bounds they share;
 - `lyu_li`: Lyu & Li 2020, monotone smoothed margin of homogeneous models (S10);
-- `chistikov`, `chistikov_min_norm`: Chistikov et al. 2023, Theorems 7 and 8 (S11); `boursier`: Boursier et al.
-  2022, orthogonal inputs (S12);
-- `soudry`: Soudry et al. 2018, Theorem 3 (GD), and its SGD and normalised-GD companions (S4);
+- Soudry et al. 2018 and its SGD, normalised-GD and multiclass companions (S4): `soudry`, `soudry_common`,
+  `soudry_claims`, `max_margin` (the max-margin references and separability), `rates_common`;
 - `ji_telgarsky`: Ji & Telgarsky 2019, layer alignment of deep linear networks (S5);
-- `diagonal`: Woodworth et al. 2020 (the Q_alpha limit, the mirror-flow path) and Gunasekar et al. 2018 (l_(2/D)
-  max margin) for diagonal linear networks (S6);
-- `matrix_factorization`: Razin & Cohen 2020, Gunasekar et al. 2017 (Theorem 1, Conjecture 1), Li et al. 2021 (S8);
+- `linear_regression`: the Bregman limit of mirror descent and GD on under-determined regression (S7);
+- diagonal linear networks (S6): `diagonal` (Woodworth et al. 2020: the Q_alpha limit, the mirror-flow path),
+  `gunasekar_diagonal` (Gunasekar et al. 2018, l_(2/D) max margin), `woodworth_claims`, `diagonal_common`;
+- matrix factorisation (S8): `razin_cohen` (Razin & Cohen 2020), `gunasekar_sensing` (Gunasekar et al. 2017,
+  Theorem 1 and Conjecture 1), `li_luo_lyu` (Li et al. 2021), `matrix_common`, `_small_init`;
+  `matrix_factorization` re-exports them;
 - `single_neuron`: Vardi & Shamir 2021, leaky ReLU and ReLU neurons (S9);
-- `fitting`: slopes of recorded curves and worst-case summaries over the runs of a cell.
+- `chistikov`, `chistikov_min_norm`, `chistikov_common`: Chistikov et al. 2023, Theorems 7 and 8 (S11); `census`:
+  Theorem 7 over trials; `boursier`: Boursier et al. 2022, orthogonal inputs (S12);
+- `fitting`: verdicts from fitted curves and worst-case summaries over the runs of a cell (the fits themselves are
+  `implicitbias.metrics.fits`).
+
+`catalog()` lists every installed theorem, implicitbias's own (`builtin_theorems`) and those of plugin packages
+(entry-point group `implicitbias.theorems`).
 """
 
 from implicitbias import plugins
