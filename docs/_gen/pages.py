@@ -119,65 +119,81 @@ def api_page(package: str) -> str:
     return "api/" + ("index" if package == "implicitbias" else package.removeprefix("implicitbias.")) + ".md"
 
 
+def name_page(package: str, name: str) -> str:
+    """The page of one public name, under the page of the package that renders it."""
+    return api_page(package).removesuffix(".md").replace("api/index", "api/implicitbias") + f"/{name}.md"
+
+
 def primary_package(path: str, exporters: list[str]) -> str:
-    """The page that renders an object exported by several packages: the exporter nearest to where it is
-    defined (the longest package prefix of its path), so each object is rendered once and linked elsewhere."""
+    """The package whose page renders an object exported by several: the exporter nearest to where it is
+    defined (the longest package prefix of its path), so that each object is rendered once and linked elsewhere."""
     return max(exporters, key=lambda p: (path.startswith(p + "."), len(p)))
 
 
-#: modules documented whole, without an `__all__`
+#: modules documented whole, on one page, without an `__all__`
 WHOLE_MODULES = ["implicitbias.losses"]
 
 
-def write_api() -> tuple[dict[str, str], list[tuple[str, str]], list[str]]:
-    """The API pages; returns {canonical path: page}, the navigation entries and the public names without a
-    docstring (named in the build log)."""
+def _first_paragraph(obj) -> str:
     from plain_docstrings import plain
 
+    doc = (inspect.getdoc(obj) or "").split("\n\n")[0].strip()
+    return " ".join(plain(doc).split())
+
+
+def write_api() -> tuple[dict[str, str], list, list[str]]:
+    """The API reference: a page per package (`__all__` as a table) and a page per public name, rendered by
+    mkdocstrings where the name is defined.  Returns {canonical path: page}, the navigation entries and the
+    public names without a docstring of their own (named in the build log)."""
     packages = public_packages()
-    exported: dict[str, list[str]] = defaultdict(list)
+    exported: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for package in packages:
         module = importlib.import_module(package)
         for name in module.__all__:
             if name != "__version__":
-                exported[canonical(package, name, getattr(module, name))].append(package)
-    targets = {path: api_page(primary_package(path, exporters)) for path, exporters in exported.items()}
-    nav: list[tuple[str, str]] = []
+                exported[canonical(package, name, getattr(module, name))].append((package, name))
+    targets: dict[str, str] = {}
+    for path, exporters in exported.items():
+        package = primary_package(path, [p for p, _ in exporters])
+        name = next(n for p, n in exporters if p == package)
+        targets[path] = name_page(package, name)
+    nav: list = []
     undocumented: list[str] = []
     for package in packages + WHOLE_MODULES:
         module = importlib.import_module(package)
         page = api_page(package)
-        doc = inspect.getdoc(module) or ""
         lines = [f"# `{package}`", ""]
-        first = doc.split("\n\n")[0].strip()
+        first = _first_paragraph(module)
         if first:
-            lines += [plain(first), ""]
+            lines += [first, ""]
+        children = []
         if package in WHOLE_MODULES:
             lines += [f"::: {package}", "    options:", "      show_root_heading: false", ""]
         else:
-            lines += [f"Every name of `{package}.__all__`, in alphabetical order, with its docstring.", ""]
+            lines += [f"The public names of `{package}` (its `__all__`), each with its docstring on its own page.", "",
+                      "| name | what it is |", "| --- | --- |"]
         for name in sorted(getattr(module, "__all__", []) if package not in WHOLE_MODULES else [], key=str.lower):
             obj = getattr(module, name)
             if name == "__version__":
-                lines += ["## `implicitbias.__version__`", "",
-                          f"The version of the installed package, a string (`{obj}`).", ""]
+                lines.append(f"| `__version__` | the version of the installed package, a string (`{obj}`) |")
                 continue
             path = canonical(package, name, obj)
             own_doc = (inspect.isclass(obj) or inspect.isfunction(obj) or inspect.ismodule(obj)) and obj.__doc__
             if not own_doc:
                 undocumented.append(f"{package}.{name}")
-            if targets[path] != page:
-                summary = (inspect.getdoc(obj) or "").split("\n\n")[0].strip() if own_doc else ""
-                target = targets[path].removeprefix("api/")
-                lines += [f"## `{package}.{name}`", "",
-                          f"The same object as [`{path}`]({target}#{path}), documented there."
-                          + (f" {plain(summary)}" if summary else ""), ""]
-                continue
-            lines += [f"::: {path}", "    options:", f'      heading: "{package}.{name}"',
-                      f'      toc_label: "{name}"', ""]
+            target = targets[path]
+            summary = _first_paragraph(obj) if own_doc else ""
+            where = "" if target == name_page(package, name) else f" (defined in `{path.rsplit('.', 1)[0]}`)"
+            link = os.path.relpath(target, os.path.dirname(page))
+            lines.append(f"| [`{name}`]({link}) | {summary or '—'}{where} |")
+            if target == name_page(package, name):
+                children.append((name, target))
+                with mkdocs_gen_files.open(target, "w") as f:
+                    f.write("\n".join([f"::: {path}", "    options:", f'      heading: "{package}.{name}"',
+                                       f'      toc_label: "{name}"', "      heading_level: 1", ""]))
         with mkdocs_gen_files.open(page, "w") as f:
-            f.write("\n".join(lines))
-        nav.append((package, page))
+            f.write("\n".join(lines) + "\n")
+        nav.append((package, page, children))
     return targets, nav, undocumented
 
 
@@ -195,8 +211,8 @@ def cells_of(experiment, quick: bool):
 def theorem_section(theorem, api: dict[str, str], page_dir: str, cells: list[str] | None) -> list[str]:
     cls = type(theorem)
     path = f"{cls.__module__}.{cls.__qualname__}"
-    ref = f" ([`{cls.__name__}`](../{api[path]}#{path}))" if path in api else f" (`{path}`)"
-    lines = [f"### {esc(theorem.title)}", "", f"Checked by{ref}."]
+    ref = f"[`{cls.__name__}`](../{api[path]}#{path})" if path in api else f"`{path}`"
+    lines = [f"### {esc(theorem.title)}", "", f"Checked by {ref}."]
     fields = theorem.model_dump() if hasattr(theorem, "model_dump") else {}
     if fields:
         lines[-1] += " Its constants here: " + ", ".join(code(f"{k} = {v}") for k, v in fields.items()) + "."
@@ -246,7 +262,7 @@ def experiment_page(experiment, api, measurements, outcome, ran_gallery: bool) -
     name = experiment.name
     systems = ", ".join(f"[{s}](../science/{s.lower()}.md)" for s in experiment.systems)
     lines = [f"# {name}", "", esc(experiment.summary), "",
-             "| | |", "| --- | --- |",
+             "| about | |", "| --- | --- |",
              f"| paper | {esc(experiment.paper)} |",
              f"| systems | {systems} |",
              f"| settings | {esc(experiment.settings_source) or '—'} |",
@@ -261,8 +277,8 @@ def experiment_page(experiment, api, measurements, outcome, ran_gallery: bool) -
         log.warning(f"experiment {name}: its runs could not be expanded ({type(exc).__name__}: {exc})")
         full_cells = []
     lines += ["", "Run it, or see its resolved config and checks without training:", "", "```bash",
-              f"implicitbias run {name} --quick          # the quick variant; without --quick: the paper's scale",
-              f"implicitbias describe {name} --quick     # config, runs, cells, declared checks, figures", "```", ""]
+              f"implicitbias run {name} --quick        # without --quick: the paper's scale",
+              f"implicitbias describe {name} --quick   # config, runs, cells, checks", "```", ""]
 
     lines += ["## Figures of the quick variant", ""]
     if outcome is not None and outcome.figures:
@@ -281,11 +297,12 @@ def experiment_page(experiment, api, measurements, outcome, ran_gallery: bool) -
         lines += ['!!! failure "The quick run of this build drew no figure"', "",
                   f"    `implicitbias run {name} --quick` ended with exit code {outcome.exit_code}.", ""]
     else:
-        why = ("this build ran the gallery's fast subset only (`IMPLICITBIAS_DOCS_GALLERY="
-               f"{gallery.mode()}`)") if ran_gallery else f"this build ran without the gallery (`IMPLICITBIAS_DOCS_GALLERY={gallery.mode()}`)"
+        why = (f"this build ran the gallery's fast subset only (`{gallery.ENV_MODE}={gallery.mode()}`)" if ran_gallery
+               else f"this build ran without the gallery (`{gallery.ENV_MODE}={gallery.mode()}`)")
+        declared = ", ".join(code(f.title) for f in experiment.figures) or "none declared"
         lines += ['!!! info "Figures computed by the full build"', "",
-                  f"    The figures of this experiment's quick variant ({', '.join(code(f.title) for f in experiment.figures) or 'none declared'}) "
-                  f"are computed by the full documentation build; {why}. The full build:", "",
+                  f"    The figures of this experiment's quick variant ({declared}) are computed by the full "
+                  f"documentation build; {why}. The full build:", "",
                   "    ```bash", f"    {gallery.FULL_COMMAND}", "    ```", ""]
 
     lines += ["## Theorems checked on each cell", "",
@@ -426,8 +443,10 @@ def write_nav(experiment_nav, api_nav) -> None:
             lines += [f"    * [{t}]({p})" for t, p in target]
     lines.append("* [Experiments](experiments/index.md)")
     lines += [f"    * [{t}]({p})" for t, p in experiment_nav]
-    lines.append("* [API reference](api/index.md)")
-    lines += [f"    * [{t}]({p})" for t, p in api_nav if p != "api/index.md"]
+    lines.append("* API reference")
+    for title, page, children in api_nav:
+        lines.append(f"    * [{title}]({page})")
+        lines += [f"        * [{t}]({p})" for t, p in children]
     with mkdocs_gen_files.open("SUMMARY.md", "w") as f:
         f.write("\n".join(lines) + "\n")
 

@@ -3,7 +3,8 @@
 They write mathematics as text (`[<v_1, x>]_+`, `W_{i+1}`, `max|<x_i, x_j>|`, `2 * x`), which Markdown would
 read as links, raw HTML, emphasis or headings (and mkdocs-autorefs as cross-references it cannot resolve).
 This extension escapes those characters in every docstring before mkdocstrings renders it, so the API
-reference shows each docstring as written.  It keeps what is meant as markup: `code spans` in backticks,
+reference shows each docstring as written, and it turns each citation of the science ("S3", "section 0") into a
+link to its page.  It keeps what is meant as markup: `code spans` in backticks,
 indented blocks after a blank line (rendered as code), and "- " bullets.
 """
 
@@ -18,13 +19,27 @@ _SPECIAL = str.maketrans({"\\": "\\\\", "[": "\\[", "]": "\\]", "*": "\\*", "_":
                           "#": "\\#", "|": "\\|", "&": "&amp;", "{": "\\{", "}": "\\}"})
 
 
+#: "S3" and "section 0" cite the science pages (docs/science/s3.md, s0.md), which carry the anchors science-s3, ...
+_CITATION = re.compile(r"\bS(\d{1,2})\b|\b(section 0)\b")
+
+
+def _cite(match: re.Match) -> str:
+    if match.group(1) is not None:
+        return f"[S{match.group(1)}][science-s{match.group(1)}]"
+    return f"[{match.group(2)}][science-s0]"
+
+
+def _escape_prose(text: str) -> str:
+    return _CITATION.sub(_cite, text.translate(_SPECIAL))
+
+
 def _escape_text(text: str) -> str:
     out, last = [], 0
     for match in _CODE_SPAN.finditer(text):
-        out.append(text[last:match.start()].translate(_SPECIAL))
+        out.append(_escape_prose(text[last:match.start()]))
         out.append(match.group(0))
         last = match.end()
-    out.append(text[last:].translate(_SPECIAL))
+    out.append(_escape_prose(text[last:]))
     return "".join(out)
 
 
