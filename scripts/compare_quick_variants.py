@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import xarray as xr
 
 RTOL = 1e-12
 MAIN = "import sys; from implicitbias.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -89,27 +90,45 @@ def _compare_checks(before: list[dict], after: list[dict]) -> tuple[list[str], l
     return problems, sorted(set(relabelled))
 
 
-def _compare_results(before: Path, after: Path) -> list[str]:
-    import xarray as xr
+def _nodes(path: Path) -> dict[str, xr.Dataset]:
+    """Every node of a results.nc (a NetCDF file with groups: runs/sNNNN, data/<key>), by its path."""
+    tree = xr.open_datatree(path).load()
+    return {node.path: node.to_dataset() for node in tree.subtree}
 
+
+def _compare_results(before: Path, after: Path) -> tuple[list[str], int]:
+    """The differences between two results.nc files, and how many stored values were compared."""
     problems = []
-    with xr.open_dataset(before) as db, xr.open_dataset(after) as da:
+    nodes_b, nodes_a = _nodes(before), _nodes(after)
+    for path in sorted(set(nodes_b) ^ set(nodes_a)):
+        problems.append(f"results.nc: node {path} only {'before' if path in nodes_b else 'after'}")
+    compared = 0
+    for path in sorted(set(nodes_b) & set(nodes_a)):
+        db, da = nodes_b[path], nodes_a[path]
         names_b, names_a = set(db.variables), set(da.variables)
         for name in sorted(names_b ^ names_a):
-            problems.append(f"results.nc: {name} only {'before' if name in names_b else 'after'}")
+            problems.append(f"results.nc: {path}/{name} only {'before' if name in names_b else 'after'}")
         for name in sorted(names_b & names_a):
             if any(t in name for t in TIMING):
                 continue
             vb, va = db[name].values, da[name].values
+            compared += vb.size
             if vb.shape != va.shape:
-                problems.append(f"results.nc: {name} shape {vb.shape} -> {va.shape}")
+                problems.append(f"results.nc: {path}/{name} shape {vb.shape} -> {va.shape}")
             elif vb.dtype.kind in "fciub" and va.dtype.kind in "fciub":
                 r = _rel(vb, va)
                 if r > RTOL:
-                    problems.append(f"results.nc: {name} differs (largest relative difference {r:.1e})")
+                    problems.append(f"results.nc: {path}/{name} differs (largest relative difference {r:.1e})")
             elif not np.array_equal(vb.astype(str), va.astype(str)):
-                problems.append(f"results.nc: {name} differs (text)")
-    return problems
+                problems.append(f"results.nc: {path}/{name} differs (text)")
+        if "run_attrs" in db.attrs or "run_attrs" in da.attrs:  # each run's identity, in order
+            keys_b = [r.get("key") for r in json.loads(db.attrs.get("run_attrs", "[]"))]
+            keys_a = [r.get("key") for r in json.loads(da.attrs.get("run_attrs", "[]"))]
+            if keys_b != keys_a:
+                problems.append(f"results.nc: {path} holds other runs (their keys differ)")
+    if compared == 0:
+        problems.append("results.nc: no stored value was compared (an empty or unreadable file)")
+    return problems, compared
 
 
 def compare(before: Path, after: Path) -> int:
@@ -123,10 +142,12 @@ def compare(before: Path, after: Path) -> int:
             continue
         problems, relabelled = _compare_checks(json.loads((b / "checks.json").read_text()),
                                                json.loads((a / "checks.json").read_text()))
-        problems += _compare_results(b / "results.nc", a / "results.nc")
+        more, values = _compare_results(b / "results.nc", a / "results.nc")
+        problems += more
         rows = len(json.loads((b / "checks.json").read_text()))
         note = f"; {len(relabelled)} cells relabelled" if relabelled else ""
-        print(f"{name}: {'identical' if not problems else f'{len(problems)} differences'} ({rows} checks{note})")
+        print(f"{name}: {'identical' if not problems else f'{len(problems)} differences'} ({rows} checks, {values} stored "
+              f"values{note})")
         for line in problems[:10]:
             print(f"    {line}")
         bad += bool(problems)
