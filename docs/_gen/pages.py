@@ -134,6 +134,18 @@ def primary_package(path: str, exporters: list[str]) -> str:
 WHOLE_MODULES = ["implicitbias.losses"]
 
 
+def constant_comment(name: str) -> str:
+    """The `#:` comment above the module-level assignment of the constant `name` in the package's source."""
+    import re
+
+    pattern = re.compile(rf"((?:^[ \t]*#:.*\n)+)^{re.escape(name)}\s*[:=]", re.M)
+    for path in sorted((REPO / "src" / "implicitbias").rglob("*.py")):
+        match = pattern.search(path.read_text(encoding="utf-8"))
+        if match:
+            return " ".join(line.strip()[2:].strip() for line in match.group(1).splitlines())
+    return ""
+
+
 def _first_paragraph(obj) -> str:
     from plain_docstrings import plain
 
@@ -178,11 +190,11 @@ def write_api() -> tuple[dict[str, str], list, list[str]]:
                 lines.append(f"| `__version__` | the version of the installed package, a string (`{obj}`) |")
                 continue
             path = canonical(package, name, obj)
-            own_doc = (inspect.isclass(obj) or inspect.isfunction(obj) or inspect.ismodule(obj)) and obj.__doc__
-            if not own_doc:
+            own_doc = callable(obj) and bool(obj.__doc__) and obj.__doc__ != type(obj).__doc__
+            summary = _first_paragraph(obj) if own_doc else constant_comment(name)
+            if not summary:
                 undocumented.append(f"{package}.{name}")
             target = targets[path]
-            summary = _first_paragraph(obj) if own_doc else ""
             where = "" if target == name_page(package, name) else f" (defined in `{path.rsplit('.', 1)[0]}`)"
             link = os.path.relpath(target, os.path.dirname(page))
             lines.append(f"| [`{name}`]({link}) | {summary or '—'}{where} |")
@@ -256,11 +268,17 @@ def checks_section(outcome) -> list[str]:
     return lines + [""]
 
 
+def system_link(system: str, prefix: str = "../science/") -> str:
+    """A link to the science page of a system ("S3"); a name without a page (a plugin's own) stays text."""
+    page = REPO / "docs" / "science" / f"{system.lower()}.md"
+    return f"[{system}]({prefix}{system.lower()}.md)" if system[:1] == "S" and page.is_file() else esc(system)
+
+
 def experiment_page(experiment, api, measurements, outcome, ran_gallery: bool) -> str:
     from implicitbias.experiments.runtimes import runtime
 
     name = experiment.name
-    systems = ", ".join(f"[{s}](../science/{s.lower()}.md)" for s in experiment.systems)
+    systems = ", ".join(system_link(s) for s in experiment.systems) or "—"
     lines = [f"# {name}", "", esc(experiment.summary), "",
              "| about | |", "| --- | --- |",
              f"| paper | {esc(experiment.paper)} |",
@@ -288,7 +306,7 @@ def experiment_page(experiment, api, measurements, outcome, ran_gallery: bool) -
         titles = {f.name: f.title for f in experiment.figures}
         for stem in outcome.figures:
             title = titles.get(stem, stem)
-            lines += [f"### {esc(title)}", "", f"![{esc(title)}]({name}/{stem}.png)", ""]
+            lines += [f"![{esc(title)}]({name}/{stem}.png)", "", f"*{esc(title)}* (`figures/{stem}.png`)", ""]
         missing = [f for f in experiment.figures if f.name not in outcome.figures]
         for f in missing:
             lines += [f"*{esc(f.title)}* (`{f.name}`) is not drawn from the quick variant's runs.", ""]
@@ -379,7 +397,7 @@ def write_experiments(api) -> list[tuple[str, str]]:
                   "The full build computes every experiment's figures:", "",
                   "    ```bash", f"    {gallery.FULL_COMMAND}", "    ```", ""]
     for system in sorted(by_system, key=lambda s: int(s[1:]) if s[1:].isdigit() else 99):
-        lines += [f"## [{system}](../science/{system.lower()}.md)", "", "| experiment | paper | what it shows |",
+        lines += [f"## {system_link(system)}", "", "| experiment | paper | what it shows |",
                   "| --- | --- | --- |"]
         for e in by_system[system]:
             lines.append(f"| [{e.name}]({e.name}.md) | {esc(e.paper)} | {esc(e.summary)} |")

@@ -11,6 +11,7 @@ indented blocks after a blank line (rendered as code), and "- " bullets.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import griffe
 
@@ -77,8 +78,30 @@ def plain(docstring: str) -> str:
     return "\n".join(result)
 
 
+def comment_docstring(attr) -> str | None:
+    """The `#:` comment lines right above a module or class attribute (the Sphinx convention the package uses
+    for its constants: `#: every installed model class, by its kind`), as the attribute's docstring."""
+    try:
+        lines = Path(attr.filepath).read_text(encoding="utf-8").splitlines()
+    except (OSError, TypeError, ValueError):
+        return None
+    found: list[str] = []
+    i = (attr.lineno or 0) - 2
+    while 0 <= i < len(lines) and lines[i].lstrip().startswith("#:"):
+        found.insert(0, lines[i].lstrip()[2:].strip())
+        i -= 1
+    return " ".join(found) or None
+
+
 class PlainDocstrings(griffe.Extension):
-    """Escape Markdown in every docstring of the loaded objects (see the module docstring)."""
+    """Escape Markdown in every docstring of the loaded objects, and give constants documented by `#:` comments
+    their comment as docstring (see the module docstring)."""
+
+    def on_attribute_instance(self, *, attr, **kwargs) -> None:
+        if attr.docstring is None:
+            text = comment_docstring(attr)
+            if text:
+                attr.docstring = griffe.Docstring(text, parent=attr)
 
     def on_object(self, *, obj, **kwargs) -> None:
         docstring = getattr(obj, "docstring", None)
