@@ -169,9 +169,21 @@ def _lyu_li_dropping():
                 LEAKY, np.zeros((8, data.d)), a)
 
 
+def _lyu_li_loss_rising():
+    """The table's Lyu & Li cell, whose loss rises by 10% at the 8th checkpoint (a step that did not descend)."""
+    rho = 1.0 + 3.0 * np.log1p(T)
+    margin = 1.0 - 0.5 / (1.0 + np.log1p(T))
+    data = _data()
+    a = np.r_[np.ones(4), -np.ones(4)]
+    loss = np.log1p(np.exp(-margin * rho))
+    loss[8] = 1.1 * loss[7]
+    return _ctx({"loss": loss, "param_norm": rho, "normalized_margin": margin}, data, LEAKY, np.zeros((8, data.d)), a)
+
+
 LYU_LI = [
     Control("LyuLiMonotoneMargin", "smoothed normalised margin gamma_tilde is non-decreasing", _lyu_li_dropping),
     Control("LyuLiMonotoneMargin", "normalised margin stays above every earlier smoothed margin", _lyu_li_dropping),
+    Control("LyuLiMonotoneMargin", "training loss is non-increasing", _lyu_li_loss_rising),
 ]
 
 CONTROLS = FREI32 + FREI42 + KOU + LYU_LI

@@ -156,3 +156,18 @@ class LyuLiMonotoneMargin(Theorem):
     def margin_above_smoothed(self, run) -> Verdict:
         """The largest relative shortfall of gamma_bar(t) below gamma_tilde(s), s <= t, is <= rtol."""
         return self._verdict(run, 1)
+
+    @prediction("the training loss is non-increasing", threshold="rtol",
+                source=f"{_SOURCE}: gradient flow descends, dL/dt = -||grad L||^2 <= 0 (and GD with their small step "
+                       "does too); rtol: ours, rounding and the finite step of GD")
+    def monotone_loss(self, run) -> Verdict:
+        """The largest relative increase of the loss over an earlier checkpoint, L(t) / min_(s <= t) L(s) - 1, is
+        <= rtol on every run."""
+        L = curve(run.results, "loss")
+        labels = run_labels(run)
+        statement = "training loss is non-increasing (max relative increase over an earlier checkpoint)"
+        if L is None:
+            return over_runs(self.title, "prediction", statement, None, "<=", self.rtol, labels=labels, note="")
+        return over_runs(self.title, "prediction", statement, [max_relative_decrease(-L[r]) for r in range(run.n_runs)],
+                         "<=", self.rtol, labels=labels, where="")
+
