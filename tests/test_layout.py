@@ -129,3 +129,11 @@ def test_imports_inside_functions_are_listed_where_they_defer_a_heavy_dependency
                     found.add((module, node.module))
     assert not found - listed, f"imports inside functions not listed in implicitbias/_deferred.py: {sorted(found - listed)}"
     assert not listed - found, f"listed in implicitbias/_deferred.py but no longer deferred: {sorted(listed - found)}"
+
+
+def test_the_command_line_only_parses_and_prints():
+    """cli.py is at most 150 lines and imports no training, storage or figure code at its top."""
+    path = SRC / "cli.py"
+    assert len(path.read_text().splitlines()) <= 150
+    top = {d for d, _ in _imports(path, inside_functions=False)} - {d for d, _ in _imports(path, inside_functions=True)}
+    assert not [d for d in top if d.split(".")[1:2] and d.split(".")[1] in ("training", "storage", "reports", "sweeps")]

@@ -23,8 +23,7 @@ EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_PREDICTION_FAILED, EXIT_INTERRUPTED = 2, 3
 def cmd_list(args) -> int:
     from implicitbias.experiments.runtimes import catalogue_lines
 
-    print("\n".join(catalogue_lines()))
-    return 0
+    return print("\n".join(catalogue_lines())) or 0
 
 
 def cmd_describe(args) -> int:
