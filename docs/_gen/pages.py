@@ -275,6 +275,7 @@ def system_link(system: str, prefix: str = "../science/") -> str:
 
 
 def experiment_page(experiment, api, measurements, outcome, ran_gallery: bool) -> str:
+    from implicitbias.experiments import registry
     from implicitbias.experiments.runtimes import runtime
 
     name = experiment.name
@@ -294,6 +295,10 @@ def experiment_page(experiment, api, measurements, outcome, ran_gallery: bool) -
     except Exception as exc:  # an experiment that cannot expand its runs is a bug: fail the strict build
         log.warning(f"experiment {name}: its runs could not be expanded ({type(exc).__name__}: {exc})")
         full_cells = []
+    source = getattr(registry, "source", None)
+    package = source(name) if source is not None else "implicitbias"
+    if package and package != "implicitbias":
+        lines.append(f"| package | `{package}`, a plugin ([how plugins work](../howto/plugin.md)) |")
     lines += ["", "Run it, or see its resolved config and checks without training:", "", "```bash",
               f"implicitbias run {name} --quick        # without --quick: the paper's scale",
               f"implicitbias describe {name} --quick   # config, runs, cells, checks", "```", ""]
