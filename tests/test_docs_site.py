@@ -151,6 +151,6 @@ def test_the_extension_contract_examples_run(tmp_path, monkeypatch):
     namespace: dict = {"__name__": "__main__"}
     doc = DOCS / "extending" / "index.md"
     for block in re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S):
-        exec(compile(block, str(doc), "exec"), namespace)  # noqa: S102 - the documented examples themselves
+        exec(compile(block, str(doc), "exec", dont_inherit=True), namespace)  # noqa: S102 - the documented examples
     outcomes = {(c["kind"], c["outcome"]) for c in namespace["results"].checks}
     assert outcomes == {("assumption", "holds"), ("prediction", "holds")}, namespace["results"].checks
