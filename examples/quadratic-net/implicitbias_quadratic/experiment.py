@@ -41,8 +41,7 @@ def _figure(results):
         ax.set_xlabel("init scale alpha")
         ax.set_ylabel(what)
         ax.grid(True, which="both", alpha=0.3)
-    s = results.cells[0].spec.data
-    finish(left, f"nuclear norm over the minimum (d = {s.d}, rank {s.rank}, n = {s.n})")
+    finish(left, f"nuclear norm over the minimum ({results.cells[0].label})")
     finish(right, "distance to the teacher M*")
     return fig
 

@@ -26,8 +26,10 @@ _MIDPOINT = ("gap_fraction: ours, the midpoint between the claimed limit and the
 SOLVER_TOL = 1e-8
 
 
-def final_matrices(results) -> np.ndarray:
-    """M = W^T diag(a) W at the end of every run, (run, d, d), from the stored theta.W and const.a."""
+def final_matrices(results) -> np.ndarray | None:
+    """M = W^T diag(a) W at the end of every run, (run, d, d), from the stored theta.W and const.a (None without)."""
+    if "theta.W" not in results or "const.a" not in results:
+        return None
     W, a = np.asarray(results["theta.W"].values, np.float64), np.asarray(results["const.a"].values, np.float64)
     return np.einsum("rji,rj,rjk->rik", W, a, W)
 
@@ -52,14 +54,18 @@ def quantities(run) -> dict[str, np.ndarray]:
     def compute():
         nuc = lambda M: np.linalg.svd(M, compute_uv=False).sum()
         out = {k: [] for k in ("alpha", "ratio", "ratio_F", "error", "error_F", "error_ref")}
-        for r, M in enumerate(final_matrices(run.results)):
+        Ms = final_matrices(run.results)
+        for r in range(run.n_runs):
             data, key = run.data[r], run.runs[r].data_key()
-            ref, M_F, star = min_nuclear(data, key), min_frobenius(data), data.info["M_star"]
-            err = lambda A, star=star: np.linalg.norm(A - star) / np.linalg.norm(star)
-            for name, v in (("alpha", run.runs[r].init_scale), ("ratio", nuc(M) / ref.nuclear_norm),
-                            ("ratio_F", nuc(M_F) / ref.nuclear_norm), ("error", err(M)), ("error_F", err(M_F)),
-                            ("error_ref", err(ref.W))):
-                out[name].append(v)
+            star = data.info.get("M_star")
+            values = dict.fromkeys(out, np.nan)  # NaN (not evaluated) on another model's or generator's runs
+            if Ms is not None and star is not None and Ms.shape[-1] == star.shape[0]:
+                ref, M, M_F = min_nuclear(data, key), Ms[r], min_frobenius(data)
+                err = lambda A, star=star: np.linalg.norm(A - star) / np.linalg.norm(star)
+                values = {"ratio": nuc(M) / ref.nuclear_norm, "ratio_F": nuc(M_F) / ref.nuclear_norm, "error": err(M),
+                          "error_F": err(M_F), "error_ref": err(ref.W)}
+            for name in out:
+                out[name].append(run.runs[r].init_scale if name == "alpha" else values[name])
         return {k: np.asarray(v, np.float64) for k, v in out.items()}
     return run.once("quadratic.quantities", compute)
 
