@@ -35,6 +35,12 @@ import gallery  # noqa: E402
 
 log = logging.getLogger("mkdocs.plugins.implicitbias_docs")
 
+#: the systems of the science pages S1..S12, in a few words (their titles in the navigation)
+SYSTEMS = ["leaky ReLU networks, gradient flow", "rank drop under GD", "ReLU networks under GD",
+           "linear logistic regression", "deep linear networks", "diagonal linear networks",
+           "regression and mirror descent", "matrix factorisation", "a single neuron", "homogeneous networks, KKT",
+           "learning a neuron", "orthogonal inputs"]
+
 #: the hand-written pages, in navigation order: (title, path) or (section, [(title, path), ...])
 STATIC_NAV = [
     ("Home", "index.md"),
@@ -46,7 +52,7 @@ STATIC_NAV = [
         ("Section 0: common machinery", "science/s0.md"),
         ("Measured quantities", "science/quantities.md"),
         ("Checking a theorem", "science/checking.md"),
-    ] + [(f"S{k}", f"science/s{k}.md") for k in range(1, 13)]),
+    ] + [(f"S{k}: {short}", f"science/s{k}.md") for k, short in enumerate(SYSTEMS, start=1)]),
     ("Extending the lab", [
         ("The extension contract", "extending/index.md"),
     ]),
@@ -299,9 +305,9 @@ def experiment_page(experiment, api, measurements, outcome, ran_gallery: bool) -
     package = source(name) if source is not None else "implicitbias"
     if package and package != "implicitbias":
         lines.append(f"| package | `{package}`, a plugin ([how plugins work](../howto/plugin.md)) |")
-    lines += ["", "Run it, or see its resolved config and checks without training:", "", "```bash",
-              f"implicitbias run {name} --quick        # without --quick: the paper's scale",
-              f"implicitbias describe {name} --quick   # config, runs, cells, checks", "```", ""]
+    lines += ["", "Run its quick variant (without `--quick`: the paper's scale), or print its resolved config, runs, cells "
+              "and checks without training:", "", "```bash",
+              f"implicitbias run {name} --quick", f"implicitbias describe {name} --quick", "```", ""]
 
     lines += ["## Figures of the quick variant", ""]
     if outcome is not None and outcome.figures:
@@ -322,7 +328,7 @@ def experiment_page(experiment, api, measurements, outcome, ran_gallery: bool) -
     else:
         why = (f"this build ran the gallery's fast subset only (`{gallery.ENV_MODE}={gallery.mode()}`)" if ran_gallery
                else f"this build ran without the gallery (`{gallery.ENV_MODE}={gallery.mode()}`)")
-        declared = ", ".join(code(f.title) for f in experiment.figures) or "none declared"
+        declared = ", ".join(f"`{f.name}`" for f in experiment.figures) or "none declared"
         lines += ['!!! info "Figures computed by the full build"', "",
                   f"    The figures of this experiment's quick variant ({declared}) are computed by the full "
                   f"documentation build; {why}. The full build:", "",
