@@ -152,6 +152,25 @@ def constant_comment(name: str) -> str:
     return ""
 
 
+def derived_description(obj) -> str:
+    """What a public name without a docstring is, read off the object itself (a discriminated union, an enum, a
+    constant), for the API pages; marked there as written by the docs build."""
+    import enum
+    import typing
+
+    if typing.get_origin(obj) is typing.Annotated:
+        union, *extras = typing.get_args(obj)
+        members = [getattr(c, "__name__", str(c)) for c in typing.get_args(union)]
+        field = next((getattr(e, "discriminator", None) for e in extras if getattr(e, "discriminator", None)), None)
+        told = f", told apart by their `{field}` field" if field else ""
+        return f"A pydantic union of {len(members)} classes{told}: " + ", ".join(f"`{m}`" for m in members) + "."
+    if inspect.isclass(obj) and issubclass(obj, enum.Enum):
+        return "An enumeration: " + ", ".join(f"`{m.name}` = {m.value!r}" for m in obj) + "."
+    if isinstance(obj, tuple | list | str | int | float):
+        return f"A constant: `{obj!r}`."
+    return ""
+
+
 def _first_paragraph(obj) -> str:
     from plain_docstrings import plain
 
@@ -198,17 +217,21 @@ def write_api() -> tuple[dict[str, str], list, list[str]]:
             path = canonical(package, name, obj)
             own_doc = callable(obj) and bool(obj.__doc__) and obj.__doc__ != type(obj).__doc__
             summary = _first_paragraph(obj) if own_doc else constant_comment(name)
+            derived = "" if summary else derived_description(obj)
             if not summary:
                 undocumented.append(f"{package}.{name}")
+                summary = derived
             target = targets[path]
             where = "" if target == name_page(package, name) else f" (defined in `{path.rsplit('.', 1)[0]}`)"
             link = os.path.relpath(target, os.path.dirname(page))
             lines.append(f"| [`{name}`]({link}) | {summary or '—'}{where} |")
             if target == name_page(package, name):
                 children.append((name, target))
+                note = ["", f"{derived} *(Described by the documentation build: the source gives `{name}` no "
+                            "docstring.)*", ""] if derived else []
                 with mkdocs_gen_files.open(target, "w") as f:
                     f.write("\n".join([f"::: {path}", "    options:", f'      heading: "{package}.{name}"',
-                                       f'      toc_label: "{name}"', "      heading_level: 1", ""]))
+                                       f'      toc_label: "{name}"', "      heading_level: 1", ""] + note))
         with mkdocs_gen_files.open(page, "w") as f:
             f.write("\n".join(lines) + "\n")
         nav.append((package, page, children))
