@@ -137,8 +137,8 @@ def test_old_checks_passed_the_item_7_negative_controls():
     alpha^2), the D = 2 direction's negative slope against log log(1/L), and the D = 3 slope over every late
     checkpoint (3 were enough)."""
     from _controls_diagonal import ALPHA_OLD, depth3_negative, old_form_path
-    from implicitbias.reference import l1_max_margin
     from implicitbias.metrics.extrapolation import unit_distance
+    from implicitbias.reference import l1_max_margin
     from implicitbias.theorems.diagonal import stored_predictor
     from implicitbias.theorems.fitting import fitted_slope
 
