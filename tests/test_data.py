@@ -8,7 +8,6 @@ import pytest
 
 from implicitbias._spec import ConfigError
 from implicitbias.data import (
-    GENERATORS,
     ChistikovFamily,
     Cifar10,
     Dataset,
@@ -78,7 +77,10 @@ def test_deterministic_and_valid(spec):
 
 
 def test_every_generator_is_in_the_table():
-    assert {s.name for s in SPECS} | {"razin_cohen", "cifar10", "arrays"} == set(GENERATORS)
+    from implicitbias import plugins
+
+    builtin = {name for name, package in plugins.origins("data").items() if package == "implicitbias"}
+    assert {s.name for s in SPECS} | {"razin_cohen", "cifar10", "arrays"} == builtin
 
 
 def test_shapes():

@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 from implicitbias._spec import ResourceError
 from implicitbias.data import Dataset
 from implicitbias.reference.memo import memo_directory
-from implicitbias.runs.execute import dataset_of, train_group
+from implicitbias.runs import execute
 from implicitbias.runs.spec import RunSpec, group_runs
 from implicitbias.status import Status
 from implicitbias.storage.store import RunStore
@@ -87,8 +87,8 @@ def train_task(specs: Sequence[RunSpec], root: str | None = None
     started = time.perf_counter()
     specs = list(specs)
     with memo_directory(root) if root is not None else contextlib.nullcontext():
-        arrays = train_group(specs)  # the references it needs (an SVM) come from the run directory's memo
-    data = {s.data_key(): dataset_of(s) for s in specs}
+        arrays = execute.train_group(specs)  # the references it needs (an SVM) come from the run directory's memo
+    data = {s.data_key(): execute.dataset_of(s) for s in specs}
     if root is not None:
         _store(RunStore(root), specs, arrays, data)
     return arrays, data, time.perf_counter() - started, root is not None
