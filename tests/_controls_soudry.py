@@ -93,6 +93,13 @@ def soudry_path(scale=1.0, shift=0.0, time=TIME):
     return scale * np.outer(_log_t(time), w_hat) + w_tilde + shift * w_hat
 
 
+def shrinking_path(time=TIME):
+    """Theorem 3's path, except that w shrinks by 20% at the 10th checkpoint: the loss rises at one step."""
+    path = soudry_path(time=time)
+    path[10] = 0.8 * path[9]
+    return path
+
+
 def fast_direction_path(time=TIME):
     """w(t) = w_hat (log t + 1) + 0.5 ||w_hat|| log t t^-0.5 e_perp: the direction error falls like t^-0.5."""
     w_hat, _, perp = _pieces()
@@ -286,6 +293,7 @@ MC_POS = _mc(mc_path)
 
 CONTROLS = [
     *_binary("SoudryTheorem3"),
+    Control("SoudryTheorem3", "decreases at every step", lambda: _linear(shrinking_path()), lambda: _linear(soudry_path())),
     *_binary("NacsonSGD", SGD(lr=0.5, batch_size=4), sharp=False),
     Control("SoudryMulticlass", "||w(t)|| grows like", _mc(functools.partial(mc_path, 0.5)), MC_POS),
     Control("SoudryMulticlass", "||w(t)|| is linear in log t", _mc(mc_wobbly_path), MC_POS),

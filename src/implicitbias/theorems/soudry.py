@@ -44,6 +44,7 @@ import pydantic
 from implicitbias.metrics.extrapolation import extrapolate, power_rate
 from implicitbias.theorems.base import Verdict, prediction
 from implicitbias.theorems.fitting import curve, fitted_slope, late_window, over_runs, run_labels
+from implicitbias.theorems.lyu_li import max_relative_decrease
 from implicitbias.theorems.max_margin import angle_gaps, margin_gap, svm_of
 from implicitbias.theorems.rates_common import negated, rate_over_runs
 from implicitbias.theorems.soudry_common import (
@@ -301,11 +302,23 @@ class SoudryTheorem3(_SharpLimits):
         """The theorem's name, as its verdicts give it."""
         return "Soudry et al. 2018, Theorem 3"
 
+    descent_rtol: float = pydantic.Field(1e-10, ge=0.0)  #: float64 rounding of the mean loss (Lemma 1's descent)
+
     def _step_bound(self, run, r):
         loss0 = curve(run.results, "loss")
         beta = gd_smoothness(run.data[r].X, run.spec.loss.name, loss0[r][0] if loss0 is not None else math.nan)
         what = "sigma_max(X)^2 / (4n)" if run.spec.loss.name == "logistic" else "L(w_0) max ||x_i||^2"
         return 2.0 / beta, f"beta = {what} = {beta:.4g}"
+
+    @prediction("GD decreases the loss at every step (eta < 2/beta)", threshold="descent_rtol", source="Soudry et al. "
+                "2018, Lemma 1 (descent for an eta < 2/beta step); descent_rtol: ours, float64 rounding of the loss")
+    def loss_decreases(self, run) -> Verdict:
+        """The largest relative increase of the recorded loss over an earlier checkpoint is <= descent_rtol."""
+        L = curve(run.results, "loss")
+        rises = None if L is None else [max_relative_decrease(-L[r]) for r in range(run.n_runs)]  # relative rises
+        return over_runs(self.title, "prediction", "L(w(t)) decreases at every step: max relative increase over an "
+                         "earlier checkpoint", rises, "<=", self.descent_rtol, labels=run_labels(run),
+                         where="", note="" if L is not None else "no loss recorded")
 
 
 class NacsonSGD(_LogRates):
