@@ -4,9 +4,6 @@ registries; the model's gradients are exact; the theorem holds from a small init
 kernel regime) with every assumption holding; the quick variant passes --strict as a sweep, and on SLURM.
 Skipped when the plugin is not installed."""
 
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -101,33 +98,4 @@ def test_the_quick_variant_passes_strict_as_a_sweep_and_writes_its_report(tmp_pa
     assert [c["outcome"] for c in load(out).checks if c["kind"] == "prediction"] == ["holds", "holds"]
 
 
-def _slurm_up() -> bool:
-    if shutil.which("sinfo") is None:
-        return False
-    try:
-        state = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=3)
-    except subprocess.TimeoutExpired:
-        return False
-    return state.returncode == 0 and any(s in state.stdout for s in ("idle", "mixed"))
-
-
-SMALL = [NAME, "--quick", "--strict", "--no-progress", "--set", "trials=1"]
-
-
-@pytest.mark.xdist_group("sweep-cli")
-@pytest.mark.skipif(not _slurm_up(), reason="no SLURM node up (CI starts one with .ci/slurm-single-node.sh)")
-def test_the_plugin_runs_on_slurm_and_equals_a_run_in_process(tmp_path):
-    cluster = tmp_path / "slurm.yaml"
-    cluster.write_text('kind: slurm\njobs: 1\ncores: 2\nprocesses: 2\nmemory: 4GB\nwalltime: "00:20:00"\n'
-                       f"log_directory: {tmp_path / 'logs'}\n")
-    out = tmp_path / "slurm"
-    proc = subprocess.run([sys.executable, "-m", "implicitbias.cli", "run", *SMALL, "--out", str(out), "--cluster",
-                           str(cluster)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert main(["run", *SMALL, "--out", str(tmp_path / "here"), "--workers", "0"]) == 0
-    a, b = load(out), load(tmp_path / "here")
-    assert [r.key() for r in a.runs] == [r.key() for r in b.runs] and len(a.runs) == 3
-    for x, y in zip(a.arrays, b.arrays):
-        for name in x.data_vars:
-            if x[name].dtype.kind == "f":
-                np.testing.assert_array_equal(x[name].values, y[name].values, err_msg=name)
+# The plugin's quick variant on SLURM through --cluster: tests/test_slurm.py (one SLURM sweep per CI run).

@@ -23,6 +23,18 @@ def _slurm_up() -> bool:
 
 
 SMALL = ["chistikov2023-fig1", "--quick", "--no-progress", "--set", "grid.init_scale=[0.25,0.0039]", "trials=2"]
+#: the example plugin's quick variant (examples/quadratic-net, installed by CI): a plugin's experiment runs on SLURM
+#: like a catalogued one; one SLURM sweep per CI run covers both (without the plugin: the catalogued one)
+PLUGIN = ["li2018-quadratic", "--quick", "--strict", "--no-progress", "--set", "trials=1"]
+
+
+def _sweep() -> tuple[list[str], int]:
+    """The command of the SLURM sweep and its number of runs."""
+    try:
+        import implicitbias_quadratic  # noqa: F401
+    except ImportError:
+        return SMALL, 8
+    return PLUGIN, 3
 
 
 @pytest.mark.xdist_group("sweep-cli")
@@ -35,12 +47,13 @@ def test_a_sweep_on_slurm_through_dask_jobqueue_equals_one_in_process(tmp_path):
 
     # the sweep on SLURM as a user starts it (a process of its own); the reference in this process
     out = tmp_path / "slurm"
-    proc = subprocess.run([sys.executable, "-m", "implicitbias.cli", "run", *SMALL, "--out", str(out), "--cluster",
+    command, runs = _sweep()
+    proc = subprocess.run([sys.executable, "-m", "implicitbias.cli", "run", *command, "--out", str(out), "--cluster",
                            str(cluster)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert main(["run", *SMALL, "--out", str(tmp_path / "here"), "--workers", "0"]) == 0
+    assert main(["run", *command, "--out", str(tmp_path / "here"), "--workers", "0"]) == 0
     a, b = load(out), load(tmp_path / "here")
-    assert [r.key() for r in a.runs] == [r.key() for r in b.runs] and len(a.runs) == 8
+    assert [r.key() for r in a.runs] == [r.key() for r in b.runs] and len(a.runs) == runs
     for x, y in zip(a.arrays, b.arrays):
         for name in x.data_vars:
             if x[name].dtype.kind == "f":
