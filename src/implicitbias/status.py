@@ -6,6 +6,9 @@ import enum
 
 
 class Status(enum.IntEnum):
+    """How a run ended, stored per run as `status` (and `status_name`) in its results: running, converged (the
+    loss below `Stop.loss_tol`), budget reached, diverged, or the ODE solver failed."""
+
     RUNNING = 0
     CONVERGED = 1  # loss < loss_tol
     BUDGET = 2  # max_steps or max_time reached
@@ -14,4 +17,5 @@ class Status(enum.IntEnum):
 
     @property
     def failed(self) -> bool:
+        """A diverged run or one whose solver gave up: left out of figures, fits and checks."""
         return self in (Status.DIVERGED, Status.SOLVER_FAILED)

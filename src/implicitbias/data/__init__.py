@@ -33,6 +33,7 @@ from implicitbias.data.stats import NearOrthogonality, near_orthogonality
 #: and those of plugin packages; see `implicitbias.plugins`)
 GENERATORS: dict[str, type[DataSpec]] = {cls.model_fields["name"].default: cls
                                          for cls in plugins.classes("data", DataSpec)}
+#: the type of a config's `data`: any installed generator spec, chosen by its `name`
 AnyData = Annotated[Union[tuple(GENERATORS.values())], pydantic.Field(discriminator="name")]  # noqa: UP007
 
 

@@ -16,6 +16,7 @@ from implicitbias.models.two_layer import TwoLayer
 
 #: every installed model class, by its `kind`
 MODELS: dict[str, type[Model]] = {cls.model_fields["kind"].default: cls for cls in plugins.classes("models", Model)}
+#: the type of a config's `model`: any installed model spec, chosen by its `kind`
 AnyModel = Annotated[Union[tuple(MODELS.values())], pydantic.Field(discriminator="kind")]  # noqa: UP007
 
 __all__ = [

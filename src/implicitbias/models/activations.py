@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+#: the activations a two-layer network or a neuron may use (`activation(name)` gives the function)
 ACTIVATIONS = ("relu", "leaky_relu", "smooth_leaky_relu", "identity")
 
 #: activations phi with phi(c z) = c phi(z) for c > 0

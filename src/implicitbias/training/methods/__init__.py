@@ -29,6 +29,7 @@ from implicitbias.training.methods.mirror import (
 
 #: every installed method class, by its `kind`
 METHODS: dict[str, type[Method]] = {cls.model_fields["kind"].default: cls for cls in plugins.classes("methods", Method)}
+#: the type of a config's `method`: any installed method spec, chosen by its `kind`
 AnyMethod = Annotated[Union[tuple(METHODS.values())], pydantic.Field(discriminator="kind")]  # noqa: UP007
 
 __all__ = [

@@ -118,6 +118,7 @@ class HyperbolicEntropy(Spec):
         return f"hyperbolic entropy, beta = {self.beta:g}"
 
 
+#: the potential of mirror descent: `Lp` or `HyperbolicEntropy`, chosen by its `kind`
 AnyPotential = Annotated[Lp | HyperbolicEntropy, pydantic.Field(discriminator="kind")]
 
 
