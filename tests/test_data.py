@@ -379,3 +379,20 @@ def test_arrays_read_netcdf_and_train_as_a_run(tmp_path):
     (ds,) = train_group([spec])
     assert ds["loss"].values[0, -1] < ds["loss"].values[0, 0]
     assert RunSpec.from_json(spec.to_json()).key() == spec.key()
+
+
+def test_an_experiment_sweeps_over_data_files(tmp_path):
+    """A grid over data.path: each file's own hash enters its runs (none carried over from the base path)."""
+    from implicitbias.data import Arrays
+    from implicitbias.experiments.config import ExperimentConfig, expand
+    from implicitbias.losses import Loss
+    from implicitbias.models import Linear
+    from implicitbias.training.methods import GD
+
+    for i, name in enumerate(("a.npz", "b.npz")):
+        np.savez(tmp_path / name, X=np.eye(3) * (i + 1), y=np.array([1.0, -1.0, 1.0]))
+    config = ExperimentConfig(model=Linear(), data=Arrays(path=str(tmp_path / "a.npz")), loss=Loss(name="logistic"),
+                              method=GD(lr=0.1), grid={"data.path": [str(tmp_path / "a.npz"), str(tmp_path / "b.npz")]})
+    runs = expand(config)
+    assert [r.data.sha256 for r in runs] == [Arrays(path=str(tmp_path / n)).sha256 for n in ("a.npz", "b.npz")]
+    assert runs[1].data.generate(0).X[0, 0] == 2.0 and runs[0].data_key() != runs[1].data_key()

@@ -46,8 +46,8 @@ class Arrays(DataSpec):
 
     path: a .npz file with arrays X (n, d) and y (n,), optionally X_test and y_test; or a NetCDF file (.nc) with
         variables of these names.
-    sha256: the file's content hash; filled in from the file when not given, and checked when the data are
-        drawn (a file changed since the experiment was configured is refused).
+    sha256: the file's content hash, computed when the spec is built (part of the run's identity) and checked when
+        the data are drawn (a file changed since the experiment was configured is refused).
     task: "classification" (labels +-1), "regression" or "multiclass" (labels 0..k-1).
     """
 
@@ -56,18 +56,23 @@ class Arrays(DataSpec):
     sha256: str = ""
     task: Task = "classification"
 
-    @pydantic.model_validator(mode="after")
-    def _digest(self):
-        file = Path(self.path)
-        if not file.is_file():
-            raise ValueError(f"data.path = {self.path!r} is not allowed: no such file; expected a .npz or .nc file "
-                             f"with arrays {', '.join(VARIABLES[:2])} (and optionally {', '.join(VARIABLES[2:])})")
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _digest(cls, values):
+        """The content hash is always the file's own (a sha256 carried over from another path, e.g. by a grid over
+        data.path, is replaced); a spec read back from stored results keeps its hash when the file is gone (its data
+        are stored with the results)."""
+        if not isinstance(values, dict) or not isinstance(values.get("path"), str):
+            return values
+        file = Path(values["path"])
         if file.suffix not in (".npz", ".nc"):
-            raise ValueError(f"data.path = {self.path!r} is not allowed: expected a .npz or .nc file")
-        object.__setattr__(self, "path", str(file.resolve()))  # workers elsewhere read the same file
-        if not self.sha256:
-            object.__setattr__(self, "sha256", file_digest(file))
-        return self
+            raise ValueError(f"data.path = {values['path']!r} is not allowed: expected a .npz or .nc file")
+        if file.is_file():
+            return {**values, "path": str(file.resolve()), "sha256": file_digest(file)}  # workers read the same file
+        if values.get("sha256"):
+            return values
+        raise ValueError(f"data.path = {values['path']!r} is not allowed: no such file; expected a .npz or .nc file "
+                         f"with arrays {', '.join(VARIABLES[:2])} (and optionally {', '.join(VARIABLES[2:])})")
 
     @classmethod
     def of(cls, X, y, X_test=None, y_test=None, *, task: Task = "classification") -> Arrays:
