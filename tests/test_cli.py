@@ -23,7 +23,8 @@ def test_list_names_every_experiment_with_run_times(capsys):
     out = capsys.readouterr().out
     for name in NAMES:
         assert name in out
-    assert out.count("run time: quick") == len(NAMES)
+    assert out.count("run time: quick") == len(catalog())  # plugins' experiments included
+    assert all(f"{name}  (plugin: {source(name)})" in out for name in set(catalog()) - set(NAMES))
 
 
 def test_describe_prints_the_resolved_config_and_checks(capsys):
