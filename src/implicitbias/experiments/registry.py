@@ -35,9 +35,8 @@ def _experiments_of(obj) -> list:
     return list(obj)
 
 
-def catalog() -> dict[str, Experiment]:
-    """Every installed experiment by name: implicitbias's own, then the plugins' (a plugin's experiment whose
-    name is taken is left out, with a warning)."""
+def _catalogue() -> tuple[dict[str, Experiment], dict[str, str]]:
+    """Every installed experiment by name, and the package of each (one pass over the entry points)."""
     out: dict[str, Experiment] = {}
     sources: dict[str, str] = {}
     for plugin in plugins.installed("experiments"):
@@ -55,15 +54,23 @@ def catalog() -> dict[str, Experiment]:
                       f"{sources[exp.name]!r}; left out", file=sys.stderr)
                 continue
             out[exp.name], sources[exp.name] = exp, plugin.package
-    return out
+    return out, sources
+
+
+def catalog() -> dict[str, Experiment]:
+    """Every installed experiment by name: implicitbias's own, then the plugins' (a plugin's experiment whose
+    name is taken is left out, with a warning)."""
+    return _catalogue()[0]
+
+
+def sources() -> dict[str, str]:
+    """The package that provides each catalogued experiment, by name."""
+    return _catalogue()[1]
 
 
 def source(name: str) -> str:
-    """The package that provides the catalogued experiment `name`."""
-    for plugin in plugins.installed("experiments"):
-        if any(getattr(e, "name", None) == name for e in _experiments_of(plugin.obj)):
-            return plugin.package
-    raise KeyError(name)
+    """The package that provides the catalogued experiment `name` (KeyError when it is not catalogued)."""
+    return sources()[name]
 
 
 def get(name: str) -> Experiment:

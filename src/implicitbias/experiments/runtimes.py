@@ -27,7 +27,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from implicitbias.experiments.registry import catalog, source
+from implicitbias.experiments.registry import catalog, sources
 
 #: the file the benchmark writes and the catalogue reads (package data of `implicitbias.experiments`)
 RUNTIMES_FILE = "runtimes.json"
@@ -122,22 +122,14 @@ def catalogue_lines(experiments=None, measurements: dict | None = None) -> list[
     if experiments is None:
         experiments = catalog().values()
     measurements = load_runtimes() if measurements is None else measurements
-    lines = []
+    lines, packages = [], sources()
     for e in experiments:
-        package = _package_of(e.name)
+        package = packages.get(e.name)
         lines += [e.name + (f"  (plugin: {package})" if package not in ("implicitbias", None) else ""),
                   f"  paper:    {e.paper}  [{','.join(e.systems)}]", f"  shows:    {e.summary}",
                   f"  run time: quick {runtime(e.name, 'quick', measurements)}",
                   f"            full {runtime(e.name, 'full', measurements)}", ""]
     return lines
-
-
-def _package_of(name: str) -> str | None:
-    """The package that provides a catalogued experiment (None for one that is not catalogued)."""
-    try:
-        return source(name)
-    except KeyError:
-        return None
 
 
 def record_measurement(name: str, variant: str, record: dict, path: str | os.PathLike | None = None) -> Path:

@@ -118,7 +118,8 @@ def run(experiment: str | Experiment, *, quick: bool = False, overrides: Mapping
             check_fits(runs, workers)
         preflight.check_runs_against_their_data(runs)  # after the memory budget: it draws data
         _take(out, held, say)  # everything is checked: from here on the directory is written
-        write_config(exp, config, quick, out, command or _command(exp, quick, overrides, seed, out))
+        command = command or _command(exp, quick, overrides, seed, out)
+        write_config(exp, config, quick, out, command)
         definitions.keep(exp, out)
         started, started_at = time.perf_counter(), datetime.datetime.now().isoformat(timespec="seconds")
         say(f"{exp.name}: {len(runs)} runs -> {out}/runs/ (a rerun of this command resumes)")
@@ -143,7 +144,7 @@ def run(experiment: str | Experiment, *, quick: bool = False, overrides: Mapping
                 _finish(exp, results, out, record, {"variant": "quick" if quick else "full",
                                                     "method": config.method.kind, "started": started_at,
                                                     "wall_time_s": f"{record.wall_time_s:.1f}",
-                                                    "command": command or _command(exp, quick, overrides, seed, out)},
+                                                    "command": command},
                         say)
             except KeyboardInterrupt:
                 say(f"interrupted while writing the results: every run is stored in {out}/runs/; rerun the same "

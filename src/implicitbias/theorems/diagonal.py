@@ -88,28 +88,10 @@ def mirror_flow_path(X, y, potential, c: float, times, *, rtol: float = 1e-10, n
 WOODWORTH = "Woodworth et al. 2020, Theorem 1 (D = 2) and Sec. 5 (D >= 3)"
 
 
-# -- Woodworth et al. 2020: the limit is the Q_alpha minimiser ----------------------------------------------
-class WoodworthLimit(Theorem):
-    """Woodworth et al. 2020, Theorem 1 (D = 2) and Sec. 5 (D >= 3), S6: if gradient flow on the square loss for
-    w = u^D - v^D from u = v = alpha 1 reaches zero loss, its limit is argmin Q_alpha^D(w) s.t. Xw = y.
-
-    tol: the prediction ||w_GF - w_alpha|| / ||w_alpha|| <= tol at every alpha (default 1e-4, the issue's
-        criterion; the reference is exact to rounding, the flow is integrated at rtol <= 1e-8).
-    residual_factor: "interpolation reached" is read as ||Xw - y|| / ||y|| <= residual_factor x tol at the end of
-        the run: a residual r still moves w by about ||X^+ r||, of relative size ~ ||r|| / ||y||, so it must sit
-        below tol (default 0.1). At D = 3 and small alpha the last directions of the residual decay at a rate
-        ~ alpha^(2D - 2), and the flow stops at max_time with such a residual.
-    Where float64 cannot reach the reference (depth >= 3 at small alpha, see `DeepDiagonalPotential`), that alpha
-    is left out of the prediction and named in its note.
-    """
-
-    tol: float = pydantic.Field(1e-4, gt=0.0)
-    residual_factor: float = pydantic.Field(0.1, gt=0.0, le=1.0)
-
-    @property
-    def title(self) -> str:
-        """The theorem's name, as its verdicts give it."""
-        return "Woodworth et al. 2020, Theorem 1"
+# -- the setting both theorems share ----------------------------------------------------------------------
+class _DiagonalFlow(Theorem):
+    """Gradient flow on the square loss for the diagonal network w = u^D - v^D from u = v = alpha 1, alpha > 0
+    (Woodworth et al. 2020): the assumptions `WoodworthLimit` and `MirrorFlowPath` share, declared once."""
 
     @assumption("the model is w = u^D - v^D from u = v = alpha 1, D >= 2", source=WOODWORTH)
     def diagonal_net(self, run) -> Verdict:
@@ -130,6 +112,30 @@ class WoodworthLimit(Theorem):
     def flow(self, run) -> Verdict:
         """Assumption: the method is gradient flow."""
         return method_is_flow(self.title, run)
+
+
+# -- Woodworth et al. 2020: the limit is the Q_alpha minimiser ----------------------------------------------
+class WoodworthLimit(_DiagonalFlow):
+    """Woodworth et al. 2020, Theorem 1 (D = 2) and Sec. 5 (D >= 3), S6: if gradient flow on the square loss for
+    w = u^D - v^D from u = v = alpha 1 reaches zero loss, its limit is argmin Q_alpha^D(w) s.t. Xw = y.
+
+    tol: the prediction ||w_GF - w_alpha|| / ||w_alpha|| <= tol at every alpha (default 1e-4, the issue's
+        criterion; the reference is exact to rounding, the flow is integrated at rtol <= 1e-8).
+    residual_factor: "interpolation reached" is read as ||Xw - y|| / ||y|| <= residual_factor x tol at the end of
+        the run: a residual r still moves w by about ||X^+ r||, of relative size ~ ||r|| / ||y||, so it must sit
+        below tol (default 0.1). At D = 3 and small alpha the last directions of the residual decay at a rate
+        ~ alpha^(2D - 2), and the flow stops at max_time with such a residual.
+    Where float64 cannot reach the reference (depth >= 3 at small alpha, see `DeepDiagonalPotential`), that alpha
+    is left out of the prediction and named in its note.
+    """
+
+    tol: float = pydantic.Field(1e-4, gt=0.0)
+    residual_factor: float = pydantic.Field(0.1, gt=0.0, le=1.0)
+
+    @property
+    def title(self) -> str:
+        """The theorem's name, as its verdicts give it."""
+        return "Woodworth et al. 2020, Theorem 1"
 
     @assumption("n < d and X has full row rank: interpolators exist", source=WOODWORTH)
     def interpolators_exist(self, run) -> Verdict:
@@ -171,7 +177,7 @@ class WoodworthLimit(Theorem):
 
 
 # -- the mirror-flow view ---------------------------------------------------------------------------------
-class MirrorFlowPath(Theorem):
+class MirrorFlowPath(_DiagonalFlow):
     """The trajectory of gradient flow on w = u^D - v^D from u = v = alpha 1 is that of mirror flow
     d/dt grad psi(w) = -c grad L(w) with psi = `diagonal_net_potential(alpha, D)` and c =
     `diagonal_net_time_scale(alpha, D)` (S6; Woodworth et al. 2020, Sec. 4; derivation in
@@ -191,26 +197,6 @@ class MirrorFlowPath(Theorem):
     def title(self) -> str:
         """The theorem's name, as its verdicts give it."""
         return "Woodworth et al. 2020, mirror-flow view"
-
-    @assumption("the model is w = u^D - v^D from u = v = alpha 1, D >= 2", source=WOODWORTH)
-    def diagonal_net(self, run) -> Verdict:
-        """Assumption: the model is w = u^D - v^D from u = v = alpha 1, D >= 2."""
-        return difference_net(self.title, run, 2)
-
-    @assumption("the init scale alpha is positive (the potential is defined)", source=WOODWORTH)
-    def positive_scale(self, run) -> Verdict:
-        """Assumption: the init scale alpha is positive (the potential is defined)."""
-        return positive_alpha(self.title, run)
-
-    @assumption("the loss is the square loss", source=WOODWORTH)
-    def square_loss(self, run) -> Verdict:
-        """Assumption: the loss is the square loss."""
-        return loss_verdict(self.title, run, ("square",))
-
-    @assumption("the method is gradient flow", source=WOODWORTH)
-    def flow(self, run) -> Verdict:
-        """Assumption: the method is gradient flow."""
-        return method_is_flow(self.title, run)
 
     @assumption("the trajectory is stored (keep_trajectory)", source="ours: the path is compared checkpoint by "
                 "checkpoint")

@@ -17,6 +17,7 @@ Both read the initial parameters w0 from the stored trajectory (`keep_trajectory
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 import pydantic
@@ -110,7 +111,32 @@ def _loss_tol(run, explicit: float | None) -> float:
     return float(tol) if tol > 0 else 1e-20
 
 
-class VardiLeakyNeuron(Theorem):
+class _VardiNeuron(Theorem):
+    """The setting of both Vardi & Shamir theorems, declared once: a single neuron with the theorem's activation
+    (`activations`, described as `activation_words`), gradient flow on the square loss, n < d with X of full row
+    rank."""
+
+    activations: ClassVar[tuple[str, ...]] = ()
+    activation_words: ClassVar[str] = ""
+
+    @assumption("a single neuron sigma(<w, x>) with the theorem's activation (leaky ReLU: strictly monotone; ReLU)",
+                source=f"{_SOURCE}, the strictly monotone and the ReLU cases")
+    def neuron(self, run) -> Verdict:
+        """The model is a single neuron with one of `activations`."""
+        return _model_verdict(self.title, run, self.activations, self.activation_words)
+
+    @assumption("trained by gradient flow on the square loss", source=f"{_SOURCE}, the method and loss")
+    def square_loss_flow(self, run) -> Verdict:
+        """The method is gradient flow and the loss the square loss."""
+        return _flow_verdict(self.title, run)
+
+    @assumption("n < d and X of full row rank", source=f"{_SOURCE}, the data")
+    def underdetermined(self, run) -> Verdict:
+        """sigma_n(X) > 0 with n < d on every data set of the cell."""
+        return _underdetermined(self.title, run)
+
+
+class VardiLeakyNeuron(_VardiNeuron):
     """Vardi & Shamir 2021, the strictly monotone case (S9): for sigma the leaky ReLU with slope gamma in (0, 1],
     realisable labels, n < d and X of full row rank, gradient flow from w0 that reaches zero loss converges to
     w_ref = w0 + X^+ (sigma^{-1}(y) - X w0), the zero-loss point closest to w0.
@@ -124,6 +150,9 @@ class VardiLeakyNeuron(Theorem):
     loss_tol: zero loss means final loss <= loss_tol (default: the cell's stop.loss_tol, else 1e-20).
     """
 
+    activations: ClassVar[tuple[str, ...]] = ("leaky_relu",)
+    activation_words: ClassVar[str] = "a strictly monotone sigma (leaky ReLU)"
+
     distance_tol: float = pydantic.Field(1e-8, gt=0.0)
     rounding_rel: float = pydantic.Field(1e-12, ge=0.0)
     loss_tol: float | None = pydantic.Field(None, gt=0.0)
@@ -132,22 +161,6 @@ class VardiLeakyNeuron(Theorem):
     def title(self) -> str:
         """The theorem\'s name, as its verdicts give it."""
         return "Vardi & Shamir 2021, strictly monotone neuron"
-
-    @assumption("a single neuron sigma(<w, x>) with a strictly monotone sigma (leaky ReLU)",
-                source=f"{_SOURCE}, the strictly monotone case")
-    def leaky_neuron(self, run) -> Verdict:
-        """The model is a single leaky-ReLU neuron."""
-        return _model_verdict(self.title, run, ("leaky_relu",), "a strictly monotone sigma (leaky ReLU)")
-
-    @assumption("trained by gradient flow on the square loss", source=f"{_SOURCE}, the method and loss")
-    def square_loss_flow(self, run) -> Verdict:
-        """The method is gradient flow and the loss the square loss."""
-        return _flow_verdict(self.title, run)
-
-    @assumption("n < d and X of full row rank", source=f"{_SOURCE}, the data")
-    def underdetermined(self, run) -> Verdict:
-        """sigma_n(X) > 0 with n < d on every data set of the cell."""
-        return _underdetermined(self.title, run)
 
     @assumption("gradient flow reached zero loss", threshold="loss_tol",
                 source=f"{_SOURCE} (a statement about zero-loss limits); loss_tol: the cell's stopping loss")
@@ -212,7 +225,7 @@ class VardiLeakyNeuron(Theorem):
                          labels=run_labels(run), run_notes=d["notes"])
 
 
-class VardiReluNeuron(Theorem):
+class VardiReluNeuron(_VardiNeuron):
     """Vardi & Shamir 2021, the ReLU neuron (S9): with realisable labels y_i = [<w*, x_i>]_+ and n < d, gradient
     flow from a small init that reaches zero loss ends at ||w(inf)|| <= 2 ||w_min||, w_min = argmin ||w|| s.t.
     <w, x_i> = y_i (y_i > 0), <w, x_i> <= 0 (y_i = 0). The factor 2 is the theorem's; it is checked on the worst
@@ -227,6 +240,9 @@ class VardiReluNeuron(Theorem):
     loss_tol: zero loss means final loss <= loss_tol (default: the cell's stop.loss_tol, else 1e-20).
     """
 
+    activations: ClassVar[tuple[str, ...]] = ("relu",)
+    activation_words: ClassVar[str] = "the ReLU"
+
     init_ratio_max: float = pydantic.Field(0.01, gt=0.0)
     bound: float = pydantic.Field(2.0, gt=0.0)
     min_runs: int = pydantic.Field(1, ge=1)
@@ -236,21 +252,6 @@ class VardiReluNeuron(Theorem):
     def title(self) -> str:
         """The theorem\'s name, as its verdicts give it."""
         return "Vardi & Shamir 2021, ReLU neuron"
-
-    @assumption("a single neuron sigma(<w, x>) with the ReLU", source=f"{_SOURCE}, the ReLU case")
-    def relu_neuron(self, run) -> Verdict:
-        """The model is a single ReLU neuron."""
-        return _model_verdict(self.title, run, ("relu",), "the ReLU")
-
-    @assumption("trained by gradient flow on the square loss", source=f"{_SOURCE}, the method and loss")
-    def square_loss_flow(self, run) -> Verdict:
-        """The method is gradient flow and the loss the square loss."""
-        return _flow_verdict(self.title, run)
-
-    @assumption("n < d and X of full row rank", source=f"{_SOURCE}, the data")
-    def underdetermined(self, run) -> Verdict:
-        """sigma_n(X) > 0 with n < d on every data set of the cell."""
-        return _underdetermined(self.title, run)
 
     @assumption("labels realisable by a ReLU neuron", source=f"{_SOURCE}, realisable labels y_i = [<w*, x_i>]_+")
     def realisable(self, run) -> Verdict:
