@@ -56,9 +56,18 @@ def _table(results) -> list[dict]:
     return rows
 
 
+def common_init(rows) -> float:
+    """The smallest init from which every depth of the table ran (the paper's regime, read where all depths are
+    compared; the full variant takes depth 4 down to a larger init than the others, see `DEPTH_4_INITS`)."""
+    methods = {r["method"] for r in rows} - {"nuclear norm"}
+    inits = [{r["init"] for r in rows if r["method"] == m} for m in methods]
+    common = set.intersection(*inits) if inits else set()
+    return min(common) if common else min(set.union(*inits))
+
+
 def _smallest_init(rows) -> list[dict]:
-    """The nuclear-norm rows and the runs from the smallest init of the grid (the paper's regime)."""
-    init = min(r["init"] for r in rows if r["method"] != "nuclear norm")
+    """The nuclear-norm rows and the runs from `common_init`, the smallest init every depth ran from."""
+    init = common_init(rows)
     return [r for r in rows if r["method"] == "nuclear norm" or r["init"] == init]
 
 
@@ -73,7 +82,6 @@ def _curves(rows, key):
 
 def _figure(results):
     rows = _table(results)
-    inits = sorted({r["init"] for r in rows if r["method"] != "nuclear norm"})
     fig, (a, b, c) = panels(3)
     methods = sorted({r["method"] for r in rows} - {"nuclear norm"})
     color = {m: f"C{k + 1}" for k, m in enumerate(methods)} | {"nuclear norm": "k"}  # one colour per method
@@ -83,7 +91,7 @@ def _figure(results):
     a.set_yscale("log")
     a.set_ylabel("||W - W*||_F / ||W*||_F (median over trials)")
     spec = results.cells[0].spec
-    finish(a, f"reconstruction error, {spec.data.d} x {spec.data.d}, rank {spec.data.rank}, init {inits[0]:g}")
+    finish(a, f"reconstruction error, {spec.data.d} x {spec.data.d}, rank {spec.data.rank}, init {common_init(rows):g}")
     # against the init, one panel pair per n would crowd the figure: the n the claims are read at (the smallest
     # identifiable one, n > r (2 d - r); the smallest n where none is)
     ns = sorted({r["n"] for r in rows})
@@ -91,6 +99,7 @@ def _figure(results):
     at_n = [r for r in rows if r["n"] == n]
     for ax, key in ((b, "error"), (c, "effective_rank")):
         for method in sorted({r["method"] for r in at_n} - {"nuclear norm"}):
+            inits = sorted({r["init"] for r in at_n if r["method"] == method})  # depth 4 stops at a larger init
             v = [np.median([r[key] for r in at_n if r["method"] == method and r["init"] == i]) for i in inits]
             ax.plot(inits, v, "o-", ms=4, color=color[method], label=method)
         ref = np.median([r[key] for r in at_n if r["method"] == "nuclear norm"])
@@ -124,7 +133,7 @@ def identifiable(ns, d: int, rank: int) -> list:
 
 
 _SOURCE = ("Arora, Cohen, Hu & Luo 2019 (NeurIPS), Sec. 3.1 and Figure 1; read at the smallest identifiable n, "
-           "n > r (2 d - r) (ours: below it no method can recover W*), and the grid's smallest init")
+           "n > r (2 d - r) (ours: below it no method can recover W*), and the smallest init every depth ran from")
 
 
 class AroraClaims(CellsTheorem):
@@ -132,7 +141,8 @@ class AroraClaims(CellsTheorem):
     nuclear-norm minimiser and than depth 2. Read at the smallest n of the grid where the completion is
     identifiable, n > r (2 d - r) (the degrees of freedom of a rank-r d x d matrix: with fewer entries, infinitely
     many rank-r matrices fit them and no method can recover W*, so which one a method picks says nothing about its
-    bias), and at the grid's smallest init: the best of the depths >= 3 has a lower median error than each. Where no
+    bias), and at the smallest init every depth ran from (`common_init`): the best of the depths >= 3 has a lower
+    median error than each. Where no
     n of the grid is identifiable, both are not_evaluated with that reason.
 
     The claims read `ctx.once("arora.rows")`: (rows, d, rank), the rows of `_table` (method, n, error, ...) at
@@ -178,6 +188,17 @@ def _rows_at_smallest_init(results) -> tuple[list[dict], int, int]:
     return _smallest_init(_table(results)), data.d, data.rank
 
 
+#: the paper's inits, per factor (W(0) = alpha^N G), and 3e-4, the smallest one depth 4 runs from: depths 1-3 from
+#: every one of them
+INITS = [1e-3, 3e-4, 1e-4, 1e-5, 1e-6]
+#: depth 4 runs from 1e-3 and 3e-4 only. From a small init the flow sits near the origin until t ~ alpha^-(N-2) / s
+#: (s ~ 5e-4: the signal of the mean loss on a 100 x 100 matrix with ||W*||_F = 10), while the directions it has
+#: already learned relax at rates ~1e-3: a stiffness ratio that grows like alpha^-(N-2) = alpha^-2 at depth 4, and an
+#: explicit stabilised solver pays ~ sqrt(ratio) gradient evaluations or more per plateau. Measured at n = 2000:
+#: 9.2e4 evaluations (23 s) from 1e-3, 3.2e6 from 1e-4 (43 min in the run of 2026-12-03 at load 4.4; still
+#: running after 14 min on an idle machine), 35x for one decade, so hours from 1e-5 and days from 1e-6.
+DEPTH_4_INITS = [1e-3, 3e-4]
+
 ARORA = Experiment(
     validate_runs=check_factorization_runs,
     name="arora2019-deep-completion",
@@ -192,26 +213,33 @@ ARORA = Experiment(
         data=MatrixCompletion(d=100, rank=5, n=2000, encoding="entries"),
         loss=Loss(name="square"),
         method=GradientFlow(rtol=1e-6),
-        # depth 4 from alpha = 1e-6 per factor (W(0) = 1e-24 G) leaves the origin at t ~ alpha^-(N-2) ~ 1e12
         stop=Stop(loss_tol=1e-10, max_time=1e16),
         init_scale=1e-3,
         checkpoints=15,
         kkt=False,
-        grid={"data.n": [2000, 5000], "model.depth": [1, 2, 3, 4], "init_scale": [1e-3, 1e-4, 1e-5, 1e-6]},
+        parts={"depths_1_3": {"grid": {"data.n": [2000, 5000], "model.depth": [1, 2, 3], "init_scale": INITS}},
+               "depth_4": {"model.depth": 4, "grid": {"data.n": [2000, 5000], "init_scale": DEPTH_4_INITS}}},
     ),
     quick={"model.dim": 20, "data.d": 20, "data.rank": 2, "data.n": 60, "checkpoints": 10, "init_scale": 0.1,
-           "stop": {"loss_tol": 1e-10, "max_time": 1e6},
+           "stop": {"loss_tol": 1e-10, "max_time": 1e6}, "parts": {},
            "grid": {"data.n": [60, 120], "model.depth": [2, 3]}},
     figures=(Figure("deep_completion", "Left: relative reconstruction error against the number of observed entries "
-                    "at the smallest init, one curve per depth and the minimum-nuclear-norm completion. Middle and "
-                    "right: reconstruction error and effective rank against the init scale at the smallest n, one "
-                    "curve per depth, the nuclear-norm minimiser dashed.", _figure),),
+                    "at the smallest init every depth ran from, one curve per depth and the minimum-nuclear-norm "
+                    "completion. Middle and right: reconstruction error and effective rank against the init scale at "
+                    "the smallest identifiable n, one curve per depth over its own inits, the nuclear-norm minimiser "
+                    "dashed.", _figure),),
     claims=(AroraClaims(),),
     tables=_tables,
     settings_source="From the paper: 100 x 100, rank 5, n = 2000 and 5000 observed entries, depths 2-4 (and 1), "
                     "inits 1e-3 to 1e-6. Ours: gradient flow (RKC, rtol 1e-6) instead of GD, balanced init with "
                     "alpha = 1e-3..1e-6 per factor (W(0) = alpha^N G, G with entries N(0, 1/d), so a factor's "
-                    "entries are ~alpha/sqrt(d)), loss 1e-10 or t = 1e16, one data set per n. Quick: 20 x 20, "
+                    "entries are ~alpha/sqrt(d)), loss 1e-10 or t = 1e16, one data set per n. Left out: depth 4 "
+                    "from alpha = 1e-4, 1e-5 and 1e-6 (it runs from 1e-3 and 3e-4). Its plateau near the origin "
+                    "lasts t ~ alpha^-2 while the directions already learned relax at rates ~1e-3, and the explicit "
+                    "solver's gradient evaluations grow 35x for one decade of alpha (measured at n = 2000: 9.2e4 "
+                    "from 1e-3, 3.2e6 from 1e-4, over 14 min for one run): hours per run from 1e-5, days from "
+                    "1e-6 on this machine. The claims and the left panel are read at the smallest init every depth "
+                    "ran from, 3e-4 (added to the other depths' grid for that). Quick: 20 x 20, "
                     "rank 2, alpha = 0.1, loss 1e-10 or t = 1e6, n = 60 and 120, depths 2 and 3 (the two the claims "
                     "compare; the claims are read at n = 120, the "
                     "smallest n above the 76 degrees of freedom of a rank-2 20 x 20 matrix).",
