@@ -195,8 +195,8 @@ INITS = [1e-3, 3e-4, 1e-4, 1e-5, 1e-6]
 #: (s ~ 5e-4: the signal of the mean loss on a 100 x 100 matrix with ||W*||_F = 10), while the directions it has
 #: already learned relax at rates ~1e-3: a stiffness ratio that grows like alpha^-(N-2) = alpha^-2 at depth 4, and an
 #: explicit stabilised solver pays ~ sqrt(ratio) gradient evaluations or more per plateau. Measured at n = 2000:
-#: 9.2e4 evaluations (23 s) from 1e-3, 3.2e6 from 1e-4 (43 min in the run of 2026-12-03 at load 4.4; still
-#: running after 14 min on an idle machine), 35x for one decade, so hours from 1e-5 and days from 1e-6.
+#: 9.2e4 evaluations from 1e-3, 3.1e5 from 3e-4 (n = 5000), 3.2e6 from 1e-4: 35x for one decade, so ~1e8 a run
+#: from 1e-5 and ~4e9 from 1e-6. The catalogue's measured run time of the full variant is `implicitbias list`'s.
 DEPTH_4_INITS = [1e-3, 3e-4]
 
 ARORA = Experiment(
@@ -237,8 +237,8 @@ ARORA = Experiment(
                     "from alpha = 1e-4, 1e-5 and 1e-6 (it runs from 1e-3 and 3e-4). Its plateau near the origin "
                     "lasts t ~ alpha^-2 while the directions already learned relax at rates ~1e-3, and the explicit "
                     "solver's gradient evaluations grow 35x for one decade of alpha (measured at n = 2000: 9.2e4 "
-                    "from 1e-3, 3.2e6 from 1e-4, over 14 min for one run): hours per run from 1e-5, days from "
-                    "1e-6 on this machine. The claims and the left panel are read at the smallest init every depth "
+                    "from 1e-3, 3.2e6 from 1e-4), so ~1e8 evaluations a run from 1e-5 and ~4e9 from 1e-6, against "
+                    "3.1e5 from 3e-4. The claims and the left panel are read at the smallest init every depth "
                     "ran from, 3e-4 (added to the other depths' grid for that). Quick: 20 x 20, "
                     "rank 2, alpha = 0.1, loss 1e-10 or t = 1e6, n = 60 and 120, depths 2 and 3 (the two the claims "
                     "compare; the claims are read at n = 120, the "

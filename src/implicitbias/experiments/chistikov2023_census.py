@@ -327,7 +327,7 @@ CENSUS = Experiment(
 #: GD's time budget for the dtype comparison: t = 5e3 (5e5 steps of lr 0.01) instead of the paper's 2e5. The census
 #: is settled when the loss leaves its plateau (t ~ ln(1/lambda) / ||gamma_[n]|| ~ 50); what follows moves the
 #: bundle to fit the data. Gradient flow needs t ~ 1.7e4 (median; 90%: 1.2e5) to reach loss 1e-9 at d = 16,
-#: which for a batch of GD runs at ~1 ms a step on this machine would be hours.
+#: which is 1.7e6 GD steps of lr 0.01 for the median run (1.2e7 for the 90th percentile), against 5e5 here.
 DTYPE_STOP = Stop(loss_tol=1e-9, max_time=5e3, max_steps=500_000)
 
 DTYPE = Experiment(

@@ -45,7 +45,7 @@ from implicitbias.training.stopping import Stop
 
 #: the loss the balanced runs are integrated down to (quick variant too). Kvaerno5 reaches it in ~2000 steps a run
 #: (measured: t ~ 2e9 at depth 3, 3e8 at depth 4, 2e10 in the clock of the depth-2 U U^T); the explicit RKC needed
-#: ~2e7 gradient evaluations to 1e-6 and about 100 times more per further decade (1e-8: ~20 h a run, projected).
+#: ~2e7 gradient evaluations to 1e-6 and about 100 times more per further decade (1e-8: ~2e11 evaluations a run, projected).
 LOSS_TOL = 1e-8
 
 #: the balanced parts: depth 2 as the symmetric factorisation U U^T (see the module docstring), depths 3 and 4
