@@ -9,6 +9,7 @@ import pytest
 
 from implicitbias.reference import (
     NotSeparableError,
+    ReferenceSolverError,
     activation_patterns,
     chistikov_M,
     dual_generators,
@@ -127,6 +128,50 @@ def test_l1_max_margin_matches_cvxpy():
     assert np.min(y * (X @ res.w)) == pytest.approx(1.0, abs=1e-9)
     assert res.margin == pytest.approx(1 / np.abs(res.w).sum(), rel=1e-9)
     assert np.all(res.alphas >= -1e-12)
+    # certified: the dual sum_i alpha_i meets ||w||_1 (weak duality makes it a lower bound for any feasible alpha)
+    cert = res.certificate
+    assert cert.holds and abs(cert.duality_gap) <= 1e-12 and cert.primal_residual <= 1e-12
+    assert np.abs(res.w).sum() - res.alphas.sum() == pytest.approx(0.0, abs=1e-10)
+
+
+def _tight_clarabel():
+    return {"solver": cp.CLARABEL, "tol_gap_abs": 1e-12, "tol_gap_rel": 1e-12, "tol_feas": 1e-12}
+
+
+def test_l1_lps_agree_with_cvxpy_to_1e_8():
+    """Both l1 linear programs against cvxpy (Clarabel at tight tolerances), optimal values to 1e-8 relative."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(12, 30))
+    y = np.sign(rng.normal(size=12))
+    w = cp.Variable(30)
+    mm = cp.Problem(cp.Minimize(cp.norm1(w)), [cp.multiply(y, X @ w) >= 1])
+    mm.solve(**_tight_clarabel())
+    assert np.abs(l1_max_margin(X, y).w).sum() == pytest.approx(mm.value, rel=1e-8)
+    t = rng.normal(size=12)
+    bp = cp.Problem(cp.Minimize(cp.norm1(w)), [X @ w == t])
+    bp.solve(**_tight_clarabel())
+    assert np.abs(min_l1_interpolator(X, t)).sum() == pytest.approx(bp.value, rel=1e-8)
+
+
+@pytest.mark.parametrize("which", ["max_margin", "interpolator"])
+def test_an_lp_answer_off_the_optimum_fails_its_certificate(monkeypatch, which):
+    """Negative control: HiGHS' answer moved by 1e-6 along a feasible direction (the dual left as it was) leaves a
+    duality gap of ~1e-7 or a residual, and the reference raises instead of returning it."""
+    import scipy.optimize
+
+    real = scipy.optimize.linprog
+
+    def off(*args, **kwargs):
+        res = real(*args, **kwargs)
+        res.x = res.x * (1 + 1e-6)  # w_+- scaled up: ||w||_1 grows, the constraints move off equality
+        return res
+
+    monkeypatch.setattr(scipy.optimize, "linprog", off)
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(8, 20))
+    y = np.sign(rng.normal(size=8))
+    with pytest.raises(ReferenceSolverError, match="LP certificate fails"):
+        l1_max_margin(X, y) if which == "max_margin" else min_l1_interpolator(X, y)
 
 
 # -- interpolators (S6, S7, S8, S9) ------------------------------------------------------------------

@@ -16,7 +16,7 @@ with (SCIENCE.md S1 prediction 5, S4-S9, S11, S12). Plain NumPy/SciPy/cvxpy, run
 - greedy low-rank learning for sensing and completion (`greedy_low_rank`, S8).
 """
 
-from implicitbias.reference._common import NotSeparableError, ReferenceSolverError
+from implicitbias.reference._common import LP_TOL, LPCertificate, NotSeparableError, ReferenceSolverError
 from implicitbias.reference.bregman import BregmanProjection, bregman_kkt, bregman_projection
 from implicitbias.reference.chistikov_m import (
     ChistikovM,
@@ -85,6 +85,8 @@ __all__ = [
     "HyperbolicPotential",
     "KKTCertificate",
     "L1MaxMarginResult",
+    "LPCertificate",
+    "LP_TOL",
     "LpPotential",
     "MinNormReLUResult",
     "MirrorPotential",

@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 import scipy.optimize
 
-from implicitbias.reference._common import ReferenceSolverError, as_data, solve_cvxpy
+from implicitbias.reference._common import ReferenceSolverError, as_data, l1_lp_certificate, solve_cvxpy
 from implicitbias.reference.nuclear_norm import CompletionConstraints, NuclearNormResult, SensingConstraints, admm, dual_bound
 
 
@@ -33,8 +33,9 @@ def min_l2_interpolator(X, y, w0=None) -> np.ndarray:
 
 def min_l1_interpolator(X, y) -> np.ndarray:
     """argmin ||w||_1 s.t. Xw = y (basis pursuit; the alpha -> 0 limit of S6), as the linear program
-    min 1^T (w_+ + w_-) s.t. X (w_+ - w_-) = y, w_+- >= 0, solved by HiGHS. Raises ValueError when Xw = y
-    has no solution."""
+    min 1^T (w_+ + w_-) s.t. X (w_+ - w_-) = y, w_+- >= 0, solved by HiGHS and certified by its duality gap
+    against the dual max y^T nu s.t. ||X^T nu||_inf <= 1 and its residuals (`l1_lp_certificate`, to `LP_TOL`).
+    Raises ValueError when Xw = y has no solution, ReferenceSolverError when the certificate fails."""
     X, y = as_data(X, y)
     d = X.shape[1]
     res = scipy.optimize.linprog(
@@ -46,7 +47,9 @@ def min_l1_interpolator(X, y) -> np.ndarray:
         raise ReferenceSolverError(
             f"min-l1 interpolation LP: HiGHS returned status {res.status} ({res.message})"
         )
-    return res.x[:d] - res.x[d:]
+    w = res.x[:d] - res.x[d:]
+    l1_lp_certificate(X, y, w, res.eqlin.marginals, equality=True, what="min-l1 interpolation LP")
+    return w
 
 
 # -- Woodworth et al. 2020: the kernel/rich interpolation ---------------------------------------------

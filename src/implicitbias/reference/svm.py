@@ -26,7 +26,14 @@ import dataclasses
 import numpy as np
 import scipy.optimize
 
-from implicitbias.reference._common import NotSeparableError, ReferenceSolverError, as_data, solve_cvxpy
+from implicitbias.reference._common import (
+    LPCertificate,
+    NotSeparableError,
+    ReferenceSolverError,
+    as_data,
+    l1_lp_certificate,
+    solve_cvxpy,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,11 +89,13 @@ class SVMResult:
 @dataclasses.dataclass(frozen=True)
 class L1MaxMarginResult:
     """Solution of (L1-SVM): w (d,) with min_i y_i <w, x_i> = 1, its l1 margin min_i y_i<w,x_i>/||w||_1
-    (= 1/||w||_1), and the LP's dual variables alphas (n,) >= 0."""
+    (= 1/||w||_1), the LP's dual variables alphas (n,) >= 0, and the certificate checked when it was built
+    (`LPCertificate`: the duality gap ||w||_1 - sum_i alphas_i and the primal and dual residuals)."""
 
     w: np.ndarray
     margin: float
     alphas: np.ndarray
+    certificate: LPCertificate
 
 
 def _check_labels(y):
@@ -178,9 +187,11 @@ def max_margin_svm(X, y, *, tol: float = 1e-6, support_tol: float = 1e-6) -> SVM
 def l1_max_margin(X, y) -> L1MaxMarginResult:
     """The l1 max-margin predictor argmin ||w||_1 s.t. y_i <w, x_i> >= 1 (Gunasekar et al. 2018: the limit
     direction of a depth-2 diagonal linear network, S6), as a linear program in w = w_+ - w_-, w_+- >= 0,
-    solved by HiGHS (a vertex solution, exact to rounding).
+    solved by HiGHS (a vertex solution, exact to rounding) and certified by its duality gap and residuals
+    (`l1_lp_certificate`, to `LP_TOL`).
 
-    Raises NotSeparableError when the data are not linearly separable through the origin.
+    Raises NotSeparableError when the data are not linearly separable through the origin, ReferenceSolverError
+    when the certificate fails.
     """
     X, y = as_data(X, y)
     _check_labels(y)
@@ -198,5 +209,6 @@ def l1_max_margin(X, y) -> L1MaxMarginResult:
     if res.status != 0:
         raise ReferenceSolverError(f"l1 max-margin LP: HiGHS returned status {res.status} ({res.message})")
     w = res.x[:d] - res.x[d:]
-    q = Z @ w
-    return L1MaxMarginResult(w=w, margin=float(q.min() / np.abs(w).sum()), alphas=-res.ineqlin.marginals)
+    alphas = -res.ineqlin.marginals
+    cert = l1_lp_certificate(Z, np.ones(n), w, alphas, equality=False, what="l1 max-margin LP")
+    return L1MaxMarginResult(w=w, margin=float((Z @ w).min() / np.abs(w).sum()), alphas=alphas, certificate=cert)
