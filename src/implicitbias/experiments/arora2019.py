@@ -245,7 +245,7 @@ ARORA = Experiment(
                     "lasts t ~ alpha^-2 while the directions already learned relax at rates ~1e-3, and the explicit "
                     "solver's gradient evaluations grow 35x for one decade of alpha (measured at n = 2000: 9.2e4 "
                     "from 1e-3, 3.2e6 from 1e-4), so ~1e8 evaluations a run from 1e-5 and ~4e9 from 1e-6, against "
-                    "3.1e5 from 3e-4. The claims and the left panel are read at the smallest init every depth "
+                    "3.1e5 from 3e-4 (n = 5000). The claims and the left panel are read at the smallest init every depth "
                     "ran from, 3e-4 (added to the other depths' grid for that). Quick: 20 x 20, "
                     "rank 2, alpha = 0.1, loss 1e-10 or t = 1e6, n = 60 and 120, depths 2 and 3 (the two the claims "
                     "compare; the claims are read at n = 120, the "
