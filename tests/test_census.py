@@ -1,6 +1,7 @@
 """The census of active neurons (Chistikov et al. 2023, S11): on a hand-built network, recomputed from a stored
 result, and the float32 discrete methods it is compared under."""
 
+import itertools
 import math
 
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 
 from implicitbias._spec import ConfigError
 from implicitbias.data import TeacherNeuron
+from implicitbias.experiments.chistikov2023_census import median_bands, median_of_k
 from implicitbias.losses import Loss
 from implicitbias.metrics.census import ALIGNED, DIMS, INACTIVE, UNALIGNED, angle_exponents, neuron_census, stored_census
 from implicitbias.models import TwoLayer
@@ -138,3 +140,39 @@ def test_angle_exponents_follow_each_trial_across_lambda():
     np.testing.assert_allclose(p[1], [1.0, 0.0])  # seed 0, lambda 1e-4: the first neuron aligns, the second is stuck
     np.testing.assert_allclose(p[3], [0.0, 1.0])
     assert np.all(np.isnan(p[0])) and np.all(np.isnan(p[2]))  # a trial's largest lambda
+
+
+def test_median_of_k_is_the_exact_distribution_over_every_draw():
+    """Against brute force: every 5-subset of 9 values, counted once."""
+    values = np.array([3.0, 0.1, 7.0, 0.2, 5.0, 0.05, 2.0, 9.0, 0.3])
+    x, p = median_of_k(values, 5)
+    draws = [np.median(c) for c in itertools.combinations(values, 5)]
+    np.testing.assert_allclose(p, [np.mean(np.isclose(draws, v)) for v in x], atol=1e-15)
+    assert p.sum() == pytest.approx(1.0) and p[0] == p[1] == 0.0  # the two smallest are never a median of five
+    with pytest.raises(ValueError, match="odd number of trials"):
+        median_of_k(values, 4)
+    with pytest.raises(ValueError, match="odd number of trials"):
+        median_of_k(values[:3], 5)
+
+
+def test_median_bands_say_when_a_five_trial_median_is_a_coin_toss():
+    """Two populations of 25 trials each, aligned (angle ~1e-5) and off the bundle (angle 1): the median of five is
+    an off-bundle trial with probability 1/2 exactly (by symmetry), so the band runs from one population to the
+    other; with 5 off-bundle trials of 50 the median of five is one of them with probability 0.0048
+    (hypergeometric: 3 or more of the 5 drawn), below 5%, so the band stays in the aligned population."""
+    def rows(off):
+        return [{"scheme": "centred", "d": 4, "dtype": "float64", "lambda": 4.0**-10, "trial": t,
+                 "max_angle": 1.0 if t < off else 1e-5 * (1 + t / 100)} for t in range(50)]
+
+    (even,) = median_bands(rows(25))
+    assert even["k"] == 5 and even["trials"] == 50
+    assert even["median_of_k_q05"] < 2e-5 and even["median_of_k_q95"] == 1.0 and even["spread_q95_over_q05"] > 5e4
+    x, p = median_of_k([r["max_angle"] for r in rows(25)], 5)
+    assert p[x == 1.0].sum() == pytest.approx(0.5, abs=1e-12)
+    (few,) = median_bands(rows(5))
+    x, p = median_of_k([r["max_angle"] for r in rows(5)], 5)
+    expected = sum(math.comb(5, j) * math.comb(45, 5 - j) for j in (3, 4, 5)) / math.comb(50, 5)
+    assert p[x == 1.0].sum() == pytest.approx(expected, rel=1e-12) and expected == pytest.approx(0.0048, abs=1e-4)
+    assert few["median_of_k_q95"] < 2e-5 and few["spread_q95_over_q05"] < 1.5
+    (small,) = median_bands(rows(2)[:4])  # 4 trials: a median of 3
+    assert small["k"] == 3 and small["trials"] == 4

@@ -111,6 +111,81 @@ def fractions(rows: list[dict]) -> list[dict]:
     return out
 
 
+# -- what a median of five trials can say -------------------------------------------------------------------
+#: the paper's number of trials a median is taken over
+PAPER_TRIALS = 5
+BAND = (0.05, 0.25, 0.5, 0.75, 0.95)
+
+
+def median_of_k(values, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The exact distribution of the median of k trials drawn without replacement from `values` (k odd, at most
+    their number N): (the values sorted, the probability that each is the median). The median is the (m+1)-th
+    smallest of the k, m = (k - 1) / 2, so the j-th smallest value (1-based) is it with probability
+    C(j - 1, m) C(N - j, m) / C(N, k): every draw of five among the census's trials counted once, no resampling
+    noise."""
+    x = np.sort(np.asarray(values, dtype=float))
+    n = x.size
+    if k % 2 == 0 or not 1 <= k <= n:
+        raise ValueError(f"k = {k} is not allowed: expected an odd number of trials between 1 and {n}")
+    m = (k - 1) // 2
+    p = np.array([math.comb(j - 1, m) * math.comb(n - j, m) for j in range(1, n + 1)], dtype=float)
+    return x, p / math.comb(n, k)
+
+
+def _quantile(x: np.ndarray, p: np.ndarray, q: float) -> float:
+    """The smallest value whose cumulative probability reaches q."""
+    return float(x[min(np.searchsorted(np.cumsum(p), q - 1e-12), x.size - 1)])
+
+
+def median_bands(rows: list[dict], k: int = PAPER_TRIALS) -> list[dict]:
+    """Per (scheme, d, dtype, lambda): the median over all trials of the max angle between active neurons, and the
+    distribution of the median of k of them (`median_of_k`; k the largest odd number up to min(k, trials)): its
+    quantiles `BAND` and their spread q95 / q05, the factor by which a k-trial median can move between draws.
+    Where the trials split into an aligned and an off-bundle population, the band spans both: which one a
+    published median of five reports is a matter of the draw."""
+    cells: dict[tuple, list[float]] = {}
+    for row in rows:
+        cells.setdefault((row["scheme"], row["d"], row["dtype"], row["lambda"]), []).append(row["max_angle"])
+    out = []
+    for (scheme, d, dtype, lam), angles in cells.items():
+        used = min(k, len(angles)) - (1 - min(k, len(angles)) % 2)
+        x, p = median_of_k(angles, used)
+        row = {"scheme": scheme, "d": d, "dtype": dtype, "lambda": lam, "trials": len(angles), "k": used,
+               "median_all": float(np.median(angles))}
+        row.update({f"median_of_k_q{round(100 * q):02d}": _quantile(x, p, q) for q in BAND})
+        row["spread_q95_over_q05"] = row["median_of_k_q95"] / max(row["median_of_k_q05"], 1e-300)
+        out.append(row)
+    return sorted(out, key=lambda r: (r["scheme"], r["d"], r["dtype"], -r["lambda"]))
+
+
+def _median_band_figure(results):
+    table = median_bands(census_rows(results)[0])
+    schemes = sorted({r["scheme"] for r in table})
+    fig, axes = panels(len(schemes))
+    for ax, scheme in zip(axes, schemes):
+        for n, (d, dtype) in enumerate(sorted({(r["d"], r["dtype"]) for r in table if r["scheme"] == scheme})):
+            rows = sorted((r for r in table if (r["scheme"], r["d"], r["dtype"]) == (scheme, d, dtype)),
+                          key=lambda r: r["lambda"])
+            lam = np.array([r["lambda"] for r in rows])
+            ax.fill_between(lam, [r["median_of_k_q05"] for r in rows], [r["median_of_k_q95"] for r in rows],
+                            color=f"C{n}", alpha=0.2, lw=0)
+            ax.plot(lam, [r["median_of_k_q25"] for r in rows], ":", color=f"C{n}", lw=0.8)
+            ax.plot(lam, [r["median_of_k_q75"] for r in rows], ":", color=f"C{n}", lw=0.8)
+            ax.plot(lam, [r["median_all"] for r in rows], "o-", ms=4, color=f"C{n}",
+                    label=f"d = {d}: median of {rows[0]['trials']} trials")
+        lam_all = np.array(sorted({r["lambda"] for r in table}))
+        ax.plot(lam_all, 2 * ALIGN_C * lam_all, "k--", lw=0.8,
+                label="2 c lambda: the most two aligned neurons can make")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("initialisation scale lambda")
+        ax.set_ylabel("max angle between active neurons (rad)")
+        ax.set_title(f"{scheme} data: where a median of {table[0]['k']} trials lies\nshaded 5-95%, dotted 25-75% "
+                     "(exact over every draw from the census)", fontsize=8)
+        ax.legend(fontsize=6)
+    return fig
+
+
 # -- figures ------------------------------------------------------------------------------------------------
 def _fraction_figure(results):
     table = fractions(census_rows(results)[0])
@@ -272,7 +347,8 @@ def _tables(results, out_dir):
     runs, neurons = census_rows(results)
     out_dir = Path(out_dir)
     written = [write_dict_csv(out_dir / "census_runs.csv", runs), write_dict_csv(out_dir / "census_fraction.csv",
-                                                                                   fractions(runs))]
+                                                                                   fractions(runs)),
+               write_dict_csv(out_dir / "census_median_of_5.csv", median_bands(runs))]
     if neurons:
         written.append(write_dict_csv(out_dir / "census_neurons.csv", neurons))
     return written
@@ -315,7 +391,16 @@ CENSUS = Experiment(
                     "per (d, lambda) cell, both schemes; the dotted line is c lambda.", _histogram_figure),
              Figure("census_pi4", "Fraction of trials with unaligned (solid) and stuck (dash-dot) active neurons, split by "
                     "whether every angle between v* and a training point is below pi/4 (the proofs' assumption; "
-                    "o) or not (x).", _pi4_figure)),
+                    "o) or not (x).", _pi4_figure),
+             Figure("census_median_of_5",
+                    "Where a median of five trials (the paper's number) can lie: per lambda and d, the median over all "
+                    "the census's trials (dots) and the exact distribution of the median of five drawn from them, "
+                    "shaded from its 5% to its 95% quantile, dotted 25% and 75%. At small lambda the trials split "
+                    "into populations, aligned (max angle <= 2 c lambda, dashed) and not (an active neuron off the "
+                    "bundle, up to angles ~ 1): a five-trial median reports one or the other depending on the draw, "
+                    "and any published five-trial median should lie in the band. census_median_of_5.csv gives the "
+                    "quantiles and their spread q95 / q05. The quick variant has 4 trials, so its band is that of a "
+                    "median of 3.", _median_band_figure)),
     theorems=_theorems,
     tables=_tables,
     settings_source="The paper's Figure 1 settings (m = 200, balanced init, n = d, centred and uncentred data, "
