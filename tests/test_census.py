@@ -9,9 +9,10 @@ import pytest
 
 from implicitbias._spec import ConfigError
 from implicitbias.data import TeacherNeuron
-from implicitbias.experiments.chistikov2023_census import median_bands, median_of_k
+from implicitbias.experiments.chistikov2023_census import median_bands
 from implicitbias.losses import Loss
 from implicitbias.metrics.census import ALIGNED, DIMS, INACTIVE, UNALIGNED, angle_exponents, neuron_census, stored_census
+from implicitbias.metrics.trials import median_of_k
 from implicitbias.models import TwoLayer
 from implicitbias.runs import RunSpec
 from implicitbias.runs.execute import dataset_of, train_group

@@ -20,6 +20,7 @@ from implicitbias.experiments.chistikov2023 import GF, NET, SQUARE, STOP, WEIGHT
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import panels, plt, write_dict_csv
 from implicitbias.metrics.census import ALIGN_C, STUCK_EXPONENT, UNALIGNED, angle_exponents, stored_census
+from implicitbias.metrics.trials import median_of_k, quantile_of
 from implicitbias.theorems.base import CellsTheorem, compare, prediction
 from implicitbias.theorems.census import CensusTheorem7
 from implicitbias.theorems.chistikov_common import fmt_lambda
@@ -117,26 +118,6 @@ PAPER_TRIALS = 5
 BAND = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
-def median_of_k(values, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The exact distribution of the median of k trials drawn without replacement from `values` (k odd, at most
-    their number N): (the values sorted, the probability that each is the median). The median is the (m+1)-th
-    smallest of the k, m = (k - 1) / 2, so the j-th smallest value (1-based) is it with probability
-    C(j - 1, m) C(N - j, m) / C(N, k): every draw of five among the census's trials counted once, no resampling
-    noise."""
-    x = np.sort(np.asarray(values, dtype=float))
-    n = x.size
-    if k % 2 == 0 or not 1 <= k <= n:
-        raise ValueError(f"k = {k} is not allowed: expected an odd number of trials between 1 and {n}")
-    m = (k - 1) // 2
-    p = np.array([math.comb(j - 1, m) * math.comb(n - j, m) for j in range(1, n + 1)], dtype=float)
-    return x, p / math.comb(n, k)
-
-
-def _quantile(x: np.ndarray, p: np.ndarray, q: float) -> float:
-    """The smallest value whose cumulative probability reaches q."""
-    return float(x[min(np.searchsorted(np.cumsum(p), q - 1e-12), x.size - 1)])
-
-
 def median_bands(rows: list[dict], k: int = PAPER_TRIALS) -> list[dict]:
     """Per (scheme, d, dtype, lambda): the median over all trials of the max angle between active neurons, and the
     distribution of the median of k of them (`median_of_k`; k the largest odd number up to min(k, trials)): its
@@ -152,7 +133,7 @@ def median_bands(rows: list[dict], k: int = PAPER_TRIALS) -> list[dict]:
         x, p = median_of_k(angles, used)
         row = {"scheme": scheme, "d": d, "dtype": dtype, "lambda": lam, "trials": len(angles), "k": used,
                "median_all": float(np.median(angles))}
-        row.update({f"median_of_k_q{round(100 * q):02d}": _quantile(x, p, q) for q in BAND})
+        row.update({f"median_of_k_q{round(100 * q):02d}": quantile_of(x, p, q) for q in BAND})
         row["spread_q95_over_q05"] = row["median_of_k_q95"] / max(row["median_of_k_q05"], 1e-300)
         out.append(row)
     return sorted(out, key=lambda r: (r["scheme"], r["d"], r["dtype"], -r["lambda"]))

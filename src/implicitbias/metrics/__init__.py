@@ -6,6 +6,7 @@ angles: stable angles between vectors and between active neurons, balancedness.
 kkt: the KKT residual of the parameter-space margin problem (S10), for any homogeneous model.
 layer_alignment: alignment of adjacent layers of a deep linear network (S5).
 norms: the l1/l2 soft sparsity count and Schatten p-(quasi-)norms (S6, S8).
+trials: what a median of k trials can come out as (the exact distribution over every draw).
 """
 
 from implicitbias.metrics.angles import (
@@ -42,6 +43,7 @@ from implicitbias.metrics.spectral import (
     spectral_norm,
     stable_rank,
 )
+from implicitbias.metrics.trials import median_of_k, quantile_of
 
 __all__ = [
     "KKTResidual",
@@ -59,12 +61,14 @@ __all__ = [
     "layer_alignment",
     "margin_spread",
     "margins",
+    "median_of_k",
     "neuron_angles",
     "nonnegative_least_squares",
     "normalized_margin",
     "nuclear_norm",
     "numerical_rank",
     "pairwise_angles",
+    "quantile_of",
     "schatten_norm",
     "singular_value_ratio",
     "singular_values",
