@@ -84,19 +84,29 @@ def census_rows(results) -> tuple[list[dict], list[dict]]:
     return runs, neurons
 
 
+def shared_census_rows(results) -> tuple[list[dict], list[dict]]:
+    """`census_rows(results)`, built once per Results and shared by the figures, the tables and the claims."""
+    return results.once("census.rows", lambda: census_rows(results))
+
+
 def _sort_key(spec):
     return (spec.data.scheme, spec.data.d, -spec.init_scale, spec.method.dtype, spec.trial)
+
+
+def _by_cell(rows: list[dict]) -> dict[tuple, list[dict]]:
+    """The rows of `census_rows` grouped by (scheme, d, dtype, lambda), in first-seen order."""
+    cells: dict[tuple, list[dict]] = {}
+    for row in rows:
+        cells.setdefault((row["scheme"], row["d"], row["dtype"], row["lambda"]), []).append(row)
+    return cells
 
 
 def fractions(rows: list[dict]) -> list[dict]:
     """Per (scheme, d, dtype, lambda): how many trials, the fraction with each kind of unaligned neuron (and
     with a stuck one, below a trial's largest lambda), split by the pi/4 condition, and the quartiles of the max
     angle between active neurons."""
-    cells: dict[tuple, list[dict]] = {}
-    for row in rows:
-        cells.setdefault((row["scheme"], row["d"], row["dtype"], row["lambda"]), []).append(row)
     out = []
-    for (scheme, d, dtype, lam), members in cells.items():
+    for (scheme, d, dtype, lam), members in _by_cell(rows).items():
         row = {"scheme": scheme, "d": d, "dtype": dtype, "lambda": lam, "trials": len(members)}
         for name, want in (("", None), ("_pi4", True), ("_beyond_pi4", False)):
             part = [m for m in members if want is None or m["meets_pi4"] == want]
@@ -124,12 +134,11 @@ def median_bands(rows: list[dict], k: int = PAPER_TRIALS) -> list[dict]:
     quantiles `BAND` and their spread q95 / q05, the factor by which a k-trial median can move between draws.
     Where the trials split into an aligned and an off-bundle population, the band spans both: which one a
     published median of five reports is a matter of the draw."""
-    cells: dict[tuple, list[float]] = {}
-    for row in rows:
-        cells.setdefault((row["scheme"], row["d"], row["dtype"], row["lambda"]), []).append(row["max_angle"])
     out = []
-    for (scheme, d, dtype, lam), angles in cells.items():
-        used = min(k, len(angles)) - (1 - min(k, len(angles)) % 2)
+    for (scheme, d, dtype, lam), members in _by_cell(rows).items():
+        angles = [m["max_angle"] for m in members]
+        used = min(k, len(angles))
+        used -= 1 - used % 2  # the largest odd number of trials up to k
         x, p = median_of_k(angles, used)
         row = {"scheme": scheme, "d": d, "dtype": dtype, "lambda": lam, "trials": len(angles), "k": used,
                "median_all": float(np.median(angles))}
@@ -140,7 +149,7 @@ def median_bands(rows: list[dict], k: int = PAPER_TRIALS) -> list[dict]:
 
 
 def _median_band_figure(results):
-    table = median_bands(census_rows(results)[0])
+    table = median_bands(shared_census_rows(results)[0])
     schemes = sorted({r["scheme"] for r in table})
     fig, axes = panels(len(schemes))
     for ax, scheme in zip(axes, schemes):
@@ -169,7 +178,7 @@ def _median_band_figure(results):
 
 # -- figures ------------------------------------------------------------------------------------------------
 def _fraction_figure(results):
-    table = fractions(census_rows(results)[0])
+    table = fractions(shared_census_rows(results)[0])
     schemes = sorted({r["scheme"] for r in table})
     fig, axes = panels(len(schemes))
     styles = {"unaligned": ("-", "any"), "unaligned_negative": ("--", "negative sign"),
@@ -196,7 +205,7 @@ def _fraction_figure(results):
 
 
 def _histogram_figure(results):
-    rows = census_rows(results)[0]
+    rows = shared_census_rows(results)[0]
     ds_, lams = sorted({r["d"] for r in rows}), sorted({r["lambda"] for r in rows}, reverse=True)
     fig, axes = plt.subplots(len(ds_), len(lams), figsize=(2.8 * len(lams), 2.2 * len(ds_)), squeeze=False)
     bins = np.logspace(-10, math.log10(math.pi), 41)
@@ -219,7 +228,7 @@ def _histogram_figure(results):
 
 
 def _pi4_figure(results):
-    table = fractions(census_rows(results)[0])
+    table = fractions(shared_census_rows(results)[0])
     schemes = sorted({r["scheme"] for r in table})
     fig, axes = panels(len(schemes))
     for ax, scheme in zip(axes, schemes):
@@ -242,7 +251,7 @@ def _pi4_figure(results):
 
 
 def _dtype_figure(results):
-    rows = census_rows(results)[0]
+    rows = shared_census_rows(results)[0]
     by = {(r["lambda"], r["trial"], r["dtype"]): r for r in rows}
     fig, (left, right) = panels(2)
     for n, lam in enumerate(sorted({r["lambda"] for r in rows}, reverse=True)):
@@ -290,7 +299,7 @@ class DtypeClaims(CellsTheorem):
 
     @staticmethod
     def _pairs(ctx) -> list[tuple[dict, dict]]:
-        return ctx.once("census.dtype_pairs", lambda: _dtype_pairs(census_rows(ctx.results)[0]))
+        return ctx.once("census.dtype_pairs", lambda: _dtype_pairs(shared_census_rows(ctx.results)[0]))
 
     @prediction("the same negative-sign unaligned neurons in both precisions",
                 source="ours: the paper's code ran in float32 (PyTorch's default); a precision effect would change "
@@ -325,7 +334,7 @@ class DtypeClaims(CellsTheorem):
 
 
 def _tables(results, out_dir):
-    runs, neurons = census_rows(results)
+    runs, neurons = shared_census_rows(results)
     out_dir = Path(out_dir)
     written = [write_dict_csv(out_dir / "census_runs.csv", runs), write_dict_csv(out_dir / "census_fraction.csv",
                                                                                    fractions(runs)),

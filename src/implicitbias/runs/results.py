@@ -87,6 +87,15 @@ class Results:
     checks: list[dict] = dataclasses.field(default_factory=list)
     definition: Any = None
     record: Any = None
+    #: what `once` computed on these results (not copied by `dataclasses.replace`: new results, new values)
+    memo: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def once(self, name: str, compute):
+        """`compute()` evaluated once per Results: an experiment's figures, tables and claims can share an
+        expensive table of its runs (e.g. the census of every run) instead of each building it again."""
+        if name not in self.memo:
+            self.memo[name] = compute()
+        return self.memo[name]
 
     def __repr__(self) -> str:
         outcomes: dict[str, int] = {}
