@@ -12,15 +12,13 @@ throughput ratio of the median walls against 1 worker, and that the results are 
 also trains the runs in 1 and N plain processes, pinned like the workers but without Dask, each with a
 fixed share of the runs: what this machine allows for them, against which the Dask ratio is read.
 
-`--project` adds a projection of the whole Figure 1 grid (d = 4 ... 1024) on K cores, from the runs just
-measured: gradient evaluations per run (set by the dynamics, nearly independent of d) x the cost of one
-evaluation inside the solver at each d (a jitted gradient timed here, times the in-solver overhead
-measured on the runs), plus the measured fixed cost of a run.
+The projection of the whole Figure 1 grid (d = 4 ... 1024) that `--project` made here assumed as many
+gradient evaluations per run at every d as at d = 16; `bench_fig1_grid.py` measures them at every d.
 
     python benchmarks/bench_sweep.py                      # d = 16, 1 and 2 workers, 2 repeats (~5 min here)
     python benchmarks/bench_sweep.py --cache warm         # the same with a filled compilation cache
     python benchmarks/bench_sweep.py --ceiling            # and the same runs in plain processes, no Dask
-    python benchmarks/bench_sweep.py --limit 16 --project # a smoke run on 16 of the runs
+    python benchmarks/bench_sweep.py --limit 16           # a smoke run on 16 of the runs
 """
 
 from __future__ import annotations
@@ -53,9 +51,6 @@ from implicitbias.experiments import get  # noqa: E402
 from implicitbias.storage.store import RunStore  # noqa: E402
 from implicitbias.sweeps import run_sweep  # noqa: E402
 from implicitbias.sweeps.cluster import close, local_client  # noqa: E402
-from implicitbias.training.problem import Problem  # noqa: E402
-
-DIMS = (4, 16, 64, 256, 1024)
 
 
 def sweep(runs, workers: int) -> dict:
@@ -117,60 +112,6 @@ def plain(runs, processes: int) -> float:
     return wall
 
 
-def gradient_seconds(d: int, repeats: int = 5) -> float:
-    """One member's jitted gradient at dimension d (the function the solver evaluates)."""
-    from implicitbias.data import make_dataset
-
-    config = get("chistikov2023-fig1").config
-    data = make_dataset(config.data.replace(d=d), 0)
-    problem = Problem(config.model, config.loss)
-    hp = {"seed": np.asarray(0), "init_scale": np.asarray(4.0**-6)}
-    theta, const = problem.init(hp, d)
-    grad = jax.jit(jax.grad(lambda th: problem.risk(hp, th, const, data.X, data.y)))
-    jax.block_until_ready(grad(theta))
-    times = []
-    for _ in range(repeats):
-        n = 1
-        while True:
-            start = time.perf_counter()
-            for _ in range(n):
-                out = grad(theta)
-            jax.block_until_ready(out)
-            elapsed = time.perf_counter() - start
-            if elapsed > 0.2:
-                break
-            n *= 2
-        times.append(elapsed / n)
-    return float(np.median(times))
-
-
-def project(runs, arrays, d: int, cores: list[int]) -> dict:
-    """The whole grid from the runs measured at dimension d (see the module docstring)."""
-    evals = np.array([float(a["grad_evals"].values[0, -1]) for a in arrays])
-    seconds = np.array([float(a.attrs["wall_time_s"]) for a in arrays])
-    cost = {k: gradient_seconds(k) for k in DIMS}
-    # seconds = fixed + evals x overhead x cost(d), estimated robustly (medians): the first run on each
-    # worker also pays the compilation, an outlier that a least-squares fit would spread over all runs
-    long = evals >= np.median(evals)
-    overhead = float(np.median(seconds[long] / (evals[long] * cost[d])))
-    fixed = float(max(np.median(seconds - overhead * evals * cost[d]), 0.0))
-    per_d = len(runs)
-    total = {k: per_d * (fixed + overhead * evals.mean() * cost[k]) for k in DIMS}
-    print(f"\nprojection of the whole grid ({per_d} runs per d, {len(DIMS)} d): a run costs {fixed:.2f} s + "
-          f"{evals.mean():.0f} gradient evaluations (mean at d = {d}) x {overhead:.2f} x a bare jitted gradient")
-    for k in DIMS:
-        print(f"  d = {k:5d}: bare gradient {cost[k] * 1e6:9.1f} us, column {total[k] / 3600:8.2f} core-hours")
-    grid = sum(total.values())
-    longest = fixed + overhead * evals.max() * cost[max(DIMS)]
-    print(f"  whole grid: {grid / 3600:.1f} core-hours; the longest single run at d = {max(DIMS)}: "
-          f"{longest / 3600:.2f} h (a lower bound on the wall time at any K; each worker also compiles once)")
-    for k in cores:
-        print(f"  on {k:4d} cores (one worker each): {max(grid / k, longest) / 3600:8.2f} h")
-    return {"fixed_s": float(fixed), "overhead": float(overhead), "mean_evals": float(evals.mean()),
-            "bare_gradient_s": cost, "column_core_hours": {k: v / 3600 for k, v in total.items()},
-            "grid_core_hours": grid / 3600}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--d", type=int, default=16)
@@ -181,8 +122,6 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="only every k-th run, so that about this many remain")
     parser.add_argument("--ceiling", action="store_true",
                         help="also time the same runs in plain pinned processes without Dask (see `plain`)")
-    parser.add_argument("--project", action="store_true", help="project the whole Figure 1 grid")
-    parser.add_argument("--cores", default="2,16,64,256,1024")
     parser.add_argument("--json", help="write the numbers here")
     args = parser.parse_args()
     exp = get("chistikov2023-fig1")
@@ -238,8 +177,6 @@ def main() -> None:
     report = {"d": args.d, "runs": len(runs), "load_before": load,
               "rows": [{k: v for k, v in r.items() if k != "arrays"} for w in counts for r in rows[w]],
               "plain_wall_s": ceiling}
-    if args.project:
-        report["projection"] = project(runs, base["arrays"], args.d, [int(x) for x in args.cores.split(",")])
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2, default=float)

@@ -1,0 +1,200 @@
+"""What the whole grid of `chistikov2023-fig1` costs, per column d = 4 ... 1024, measured at every d.
+
+Figure 1 of Chistikov et al. 2023 is 2 schemes x 16 lambdas x 5 trials at each d in {4, 16, 64, 256, 1024}: 800
+gradient-flow runs.  For every d this benchmark trains a sample of that column's own runs (both schemes, the
+lambdas picked by `--lambdas`, trial 0), one run per call as a sweep worker does, in this process, and records per
+run its wall time, its gradient evaluations and its end (time t, loss).  The first run of each (d, scheme) also
+compiles; it is timed again, compiled, so that the compile is measured apart.  Per d it prints:
+
+- the gradient evaluations per run (median, max) and the seconds per evaluation inside a run, against a bare jitted
+  gradient at the same d (the in-solver overhead, checkpoint records included);
+- the projected column: 160 runs x the sample's mean seconds per run, plus one compile per worker;
+- with `--reference RTOL`: the same sampled runs again at the tighter relative tolerance RTOL, and the worst
+  relative gap of the final max angle (and of the max angle over neurons carrying weight) between the default
+  tolerance and the reference: what Figure 1 would lose by the default's speed.
+
+Then the whole grid in core-hours and on `--workers` cores (each worker one core, one run at a time), and, with
+`--measured DIR` (the output directory of `implicitbias run chistikov2023-fig1`), the same per column from the
+finished runs' own times (`wall_time_s` of every run: the seconds inside its task), with the ratio projected /
+measured.
+
+The projection that an earlier version of `bench_sweep.py --project` made assumed that a run needs as many
+evaluations at every d as at d = 16; this one measures them at every d instead.
+
+    python benchmarks/bench_fig1_grid.py                                   # every d, 4 lambdas (~6 min here)
+    python benchmarks/bench_fig1_grid.py --dims 256,1024 --reference 1e-6  # and the accuracy of the default
+    python benchmarks/bench_fig1_grid.py --measured runs/chistikov2023-fig1 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import time
+
+import jax
+import numpy as np
+import xarray as xr
+
+from implicitbias.experiments import get
+from implicitbias.runs.execute import dataset_of, train_group
+from implicitbias.training.problem import Problem
+
+DIMS = (4, 16, 64, 256, 1024)
+SCHEMES = ("centred", "uncentred")
+
+
+def gradient_seconds(spec, repeats: int = 5) -> float:
+    """Seconds of one bare jitted gradient of the run's risk (the function the solver evaluates), median."""
+    data = dataset_of(spec)
+    problem = Problem(spec.model, spec.loss)
+    hp = {"seed": np.asarray(spec.seed), "init_scale": np.asarray(spec.init_scale)}
+    theta, const = problem.init(hp, data.d)
+    grad = jax.jit(jax.grad(lambda th: problem.risk(hp, th, const, data.X, data.y)))
+    jax.block_until_ready(grad(theta))
+    times = []
+    for _ in range(repeats):
+        n = 1
+        while True:
+            start = time.perf_counter()
+            for _ in range(n):
+                out = grad(theta)
+            jax.block_until_ready(out)
+            elapsed = time.perf_counter() - start
+            if elapsed > 0.2:
+                break
+            n *= 2
+        times.append(elapsed / n)
+    return float(np.median(times))
+
+
+def train_one(spec) -> dict:
+    start = time.perf_counter()
+    [ds] = train_group([spec])
+    wall = time.perf_counter() - start
+    return {"scheme": spec.data.scheme, "d": spec.data.d, "lambda": spec.init_scale, "trial": spec.trial,
+            "wall_s": wall, "evals": float(ds["grad_evals"].values[0, -1]), "t_end": float(ds["time"].values[0, -1]),
+            "loss": float(ds["loss"].values[0, -1]), "max_angle": float(np.ravel(ds["max_angle"].values)[-1]),
+            "weighted_max_angle": float(np.ravel(ds["weighted_max_angle"].values)[-1])}
+
+
+def sample_runs(d: int, lambdas: list[float], rtol: float | None = None) -> list:
+    exp = get("chistikov2023-fig1")
+    overrides = {"trials": 1, "grid": {"data.scheme": list(SCHEMES), "data.d": [d], "init_scale": lambdas}}
+    if rtol is not None:
+        overrides["method.rtol"] = rtol
+    return exp.runs(exp.resolve(overrides=overrides))
+
+
+def column(d: int, lambdas: list[float], per_column: int) -> dict:
+    """Train the sample at dimension d; the column's projection from it."""
+    runs = sample_runs(d, lambdas)
+    rows, compile_s = [], []
+    for scheme in SCHEMES:
+        mine = [r for r in runs if r.data.scheme == scheme]
+        first = train_one(mine[0])
+        again = train_one(mine[0])  # compiled now: the first run's own time, without its compile
+        compile_s.append(max(first["wall_s"] - again["wall_s"], 0.0))
+        rows.append(again)
+        rows += [train_one(r) for r in mine[1:]]
+    bare = gradient_seconds(runs[0])
+    wall = np.array([r["wall_s"] for r in rows])
+    evals = np.array([r["evals"] for r in rows])
+    per_eval = float(np.median(wall / evals))
+    out = {"d": d, "rows": rows, "compile_s": float(np.mean(compile_s)), "bare_gradient_s": bare,
+           "seconds_per_eval": per_eval, "overhead": per_eval / bare, "mean_run_s": float(wall.mean()),
+           "max_run_s": float(wall.max()), "median_evals": float(np.median(evals)), "max_evals": float(evals.max()),
+           "column_core_s": per_column * float(wall.mean())}
+    print(f"d = {d:5d}: {len(rows)} runs, evaluations per run median {out['median_evals']:.0f} (max "
+          f"{out['max_evals']:.0f}), {per_eval * 1e3:.3f} ms per evaluation = {out['overhead']:.2f} x a bare jitted "
+          f"gradient ({bare * 1e3:.3f} ms); run {out['mean_run_s']:.2f} s mean, {out['max_run_s']:.2f} s max; "
+          f"compile {out['compile_s']:.1f} s; column of {per_column} runs: {out['column_core_s'] / 3600:.3f} "
+          "core-hours", flush=True)
+    for r in rows:
+        print(f"    {r['scheme']:9s} lambda {r['lambda']:9.3g}: {r['wall_s']:7.2f} s, {r['evals']:8.0f} evaluations, "
+              f"t_end {r['t_end']:9.4g}, loss {r['loss']:.2e}, max angle {r['max_angle']:.4g}, "
+              f"carrying weight {r['weighted_max_angle']:.4g}", flush=True)
+    return out
+
+
+def accuracy(d: int, lambdas: list[float], rows: list[dict], rtol: float) -> dict:
+    """The sampled runs again at rtol: the worst relative gap of the final angles."""
+    ref = [train_one(r) for r in sample_runs(d, lambdas, rtol)]
+    gaps = {}
+    for key in ("max_angle", "weighted_max_angle"):
+        a = np.array([r[key] for r in rows])
+        b = np.array([r[key] for r in ref])
+        gap = np.abs(a - b) / np.abs(b)
+        gaps[key] = float(np.max(gap))
+        worst = int(np.argmax(gap))
+        print(f"    {key}: worst relative gap to rtol {rtol:g}: {gap[worst]:.2e} ({ref[worst]['scheme']}, lambda "
+              f"{ref[worst]['lambda']:.3g}: {a[worst]:.6g} against {b[worst]:.6g}); reference runs took "
+              f"{sum(r['wall_s'] for r in ref):.1f} s, {sum(r['evals'] for r in ref):.0f} evaluations", flush=True)
+    return {"rtol": rtol, "worst_relative_gap": gaps, "rows": ref}
+
+
+def measured(directory: str) -> dict[int, dict]:
+    """Per d, from a finished `chistikov2023-fig1` output: runs, seconds inside tasks, evaluations."""
+    out: dict[int, dict] = {}
+    for path in sorted(glob.glob(os.path.join(directory, "runs", "*.nc"))):
+        with xr.open_dataset(path) as ds:
+            d = int(json.loads(ds.attrs["spec"])["data"]["d"])
+            col = out.setdefault(d, {"runs": 0, "task_s": 0.0, "evals": []})
+            col["runs"] += 1
+            col["task_s"] += float(ds.attrs["wall_time_s"])
+            col["evals"].append(float(ds["grad_evals"].values[0, -1]))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dims", default=",".join(map(str, DIMS)))
+    parser.add_argument("--lambdas", default="2,-3,-8,-13", help="exponents k of the sampled lambdas 4^k")
+    parser.add_argument("--reference", type=float, help="also run the sample at this rtol and compare the angles")
+    parser.add_argument("--measured", help="output directory of a finished chistikov2023-fig1 run, to compare with")
+    parser.add_argument("--workers", type=int, default=2, help="cores of the projected sweep (one worker each)")
+    parser.add_argument("--json", help="write the numbers here")
+    args = parser.parse_args()
+    exp = get("chistikov2023-fig1")
+    config = exp.resolve()
+    per_column = len(config.grid["data.scheme"]) * len(config.grid["init_scale"]) * config.trials
+    lambdas = [4.0 ** int(k) for k in args.lambdas.split(",")]
+    print(f"chistikov2023-fig1: {per_column} runs per column; sample: both schemes, lambda = 4^({args.lambdas}), "
+          f"trial 0; load average {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs; jax {jax.__version__}", flush=True)
+    report: dict = {"load_before": os.getloadavg()[0], "per_column": per_column, "columns": {}}
+    for d in [int(x) for x in args.dims.split(",")]:
+        col = column(d, lambdas, per_column)
+        if args.reference:
+            col["reference"] = accuracy(d, lambdas, col["rows"], args.reference)
+        report["columns"][d] = col
+    total = sum(c["column_core_s"] for c in report["columns"].values())
+    longest = max(c["max_run_s"] for c in report["columns"].values())
+    compile_s = sum(c["compile_s"] for c in report["columns"].values()) * 2  # each worker compiles each program
+    wall = max(total / args.workers, longest) + compile_s
+    print(f"projection: {total / 3600:.2f} core-hours for the columns measured; on {args.workers} cores "
+          f"{wall / 3600:.2f} h (each worker also compiles every (d, scheme) program once: {compile_s:.0f} s)")
+    report["projected_core_hours"] = total / 3600
+    report["projected_wall_h"] = wall / 3600
+    if args.measured:
+        found = measured(args.measured)
+        report["measured"] = {}
+        for d, col in sorted(found.items()):
+            proj = report["columns"].get(d)
+            ratio = (f", projected / measured {proj['column_core_s'] * col['runs'] / per_column / col['task_s']:.2f}"
+                     if proj else "")
+            print(f"measured d = {d:5d}: {col['runs']} runs, {col['task_s'] / 3600:.3f} core-hours inside tasks, "
+                  f"evaluations per run median {np.median(col['evals']):.0f} (max {np.max(col['evals']):.0f})"
+                  f"{ratio}")
+            report["measured"][d] = {"runs": col["runs"], "task_s": col["task_s"],
+                                     "median_evals": float(np.median(col["evals"])),
+                                     "max_evals": float(np.max(col["evals"]))}
+    print(f"load average after {os.getloadavg()[0]:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2, default=float)
+
+
+if __name__ == "__main__":
+    main()
