@@ -273,8 +273,15 @@ def _census(extra):
 
 
 def census_heavy_unaligned():
-    """A positive neuron carrying a share 1e-3 (a second direction) that is unaligned at every lambda but still
-    aligning: at 0.5 (lambda / 4^-4)^0.6 rad from v*, above the alignment cone 100 lambda everywhere."""
+    """A negative-sign neuron carrying a share 1e-3 that is unaligned at every lambda but still aligning: at
+    0.5 (lambda / 4^-4)^0.6 rad from v*, above the alignment cone 100 lambda everywhere (a positive one that
+    heavy is a bundle of its own: `census_second_bundle`)."""
+    return _census(lambda ds, lam: (_toward(ds, 0.5 * (lam / CENSUS_LAMS[0]) ** 0.6), 1e-3, -1.0))
+
+
+def census_second_bundle():
+    """A positive neuron carrying a share 1e-3 at 0.5 (lambda / 4^-4)^0.6 rad from v*: a second direction of the
+    positive neurons carrying weight at every lambda below 4^-4 (further than 2 c lambda from the bundle)."""
     return _census(lambda ds, lam: (_toward(ds, 0.5 * (lam / CENSUS_LAMS[0]) ** 0.6), 1e-3, 1.0))
 
 
@@ -293,6 +300,7 @@ def census_late_unaligned():
 
 CONTROLS += [
     Control("CensusTheorem7", "unaligned neurons' share", census_heavy_unaligned),
+    Control("CensusTheorem7", "form one bundle", census_second_bundle),
     Control("CensusTheorem7", "still aligns", census_stuck),
     Control("CensusTheorem7", "does not grow as lambda decreases", census_late_unaligned),
 ]

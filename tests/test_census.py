@@ -11,7 +11,18 @@ from implicitbias._spec import ConfigError
 from implicitbias.data import TeacherNeuron
 from implicitbias.experiments.chistikov2023_census import median_bands
 from implicitbias.losses import Loss
-from implicitbias.metrics.census import ALIGNED, DIMS, INACTIVE, UNALIGNED, angle_exponents, neuron_census, stored_census
+from implicitbias.metrics.census import (
+    ALIGNED,
+    CENSUS_VERSION,
+    DIMS,
+    INACTIVE,
+    UNALIGNED,
+    angle_exponents,
+    bundles,
+    neuron_census,
+    stored_census,
+)
+from implicitbias.metrics.census_trials import CATEGORIES, categorise, fractions, pair_exponents, trial_category
 from implicitbias.metrics.trials import median_of_k
 from implicitbias.models import TwoLayer
 from implicitbias.runs import RunSpec
@@ -177,3 +188,130 @@ def test_median_bands_say_when_a_five_trial_median_is_a_coin_toss():
     assert few["median_of_k_q95"] < 2e-5 and few["spread_q95_over_q05"] < 1.5
     (small,) = median_bands(rows(2)[:4])  # 4 trials: a median of 3
     assert small["k"] == 3 and small["trials"] == 4
+
+
+# -- bundles (census version 2) -------------------------------------------------------------------------------
+def _two_bundles(separation: float, lam: float, extra=()):
+    """Two groups of three positive neurons around directions +-separation/2 from e_1 (each neuron within
+    0.1 lambda of its group's direction), data on which every neuron is active, and `extra` (w, a) neurons."""
+    X = np.array([[1.0, 0.3, 0.1], [1.0, -0.3, 0.2], [1.0, 0.0, -0.3]])
+    W, a = [], []
+    for centre in (separation / 2, -separation / 2):
+        for k, norm in enumerate((1.0, 0.7, 0.4)):
+            W.append(norm * _rotated(centre + 0.1 * lam * (k - 1)))
+            a.append(norm)
+    for w, out in extra:
+        W.append(w)
+        a.append(out)
+    return np.array(W), np.array(a), X, np.maximum(X[:, 0], 0.0), np.array([1.0, 0.0, 0.0])
+
+
+def _single_bundle_classes(W, a, X, lam, c=100.0):
+    """The census' classes by its version-1 definition: the angle to the one direction u = sum_{active, a > 0} a_j w_j."""
+    active = (X @ W.T > 0).any(axis=0)
+    u = np.where(active & (a > 0), a, 0.0) @ W
+    cos = W @ u / (np.linalg.norm(W, axis=1) * np.linalg.norm(u))
+    aligned = active & (np.arccos(np.clip(cos, -1, 1)) <= c * lam)
+    return np.where(aligned, ALIGNED, np.where(active, UNALIGNED, INACTIVE))
+
+
+def test_two_bundles_are_found_and_their_neurons_are_aligned():
+    lam, sep = 1e-4, 0.1  # c lambda = 0.01, linked at <= 2 c lambda = 0.02, the groups 0.1 apart
+    W, a, X, y, v = _two_bundles(sep, lam)
+    c = neuron_census(W, a, X, y, v, lam)
+    assert int(c["census.bundles"]) == 2 and int(c["census.version"]) == CENSUS_VERSION
+    assert c["census.bundle"].tolist() == [0, 0, 0, 1, 1, 1]
+    assert c["census.class"].tolist() == [ALIGNED] * 6 and float(c["census.unaligned_share"]) == 0.0
+    # negative control: the single direction u lies between the groups, 0.05 rad from each: all unaligned, share 1
+    assert _single_bundle_classes(W, a, X, lam).tolist() == [UNALIGNED] * 6
+    # and linking at a threshold above the separation merges the groups into one bundle
+    member, directions = bundles(W, a, np.ones(6, bool), merge_angle=1.5 * sep)
+    assert len(directions) == 1 and member.tolist() == [0] * 6
+    member, directions = bundles(W, a, np.ones(6, bool), merge_angle=0.5 * sep)
+    assert len(directions) == 2
+
+
+def test_a_neuron_off_both_bundles_is_unaligned_with_its_share():
+    lam, sep = 1e-4, 0.1
+    off = (1e-3 * _rotated(0.6), 1e-3)  # positive, 0.55 rad from the nearest bundle, share ~ 1e-6 < BUNDLE_SHARE
+    neg = (0.05 * _rotated(-0.02), -0.05)  # negative sign, 0.03 rad from the nearest bundle (> c lambda)
+    W, a, X, y, v = _two_bundles(sep, lam, extra=[off, neg])
+    c = neuron_census(W, a, X, y, v, lam)
+    assert int(c["census.bundles"]) == 2
+    assert c["census.class"].tolist() == [ALIGNED] * 6 + [UNALIGNED, UNALIGNED]
+    weight = np.abs(a) * np.linalg.norm(W, axis=1)
+    assert float(c["census.unaligned_share"]) == pytest.approx(weight[6:].sum() / weight.sum())
+    assert c["census.angle"][6] == pytest.approx(0.55, abs=1e-3) and c["census.angle"][7] == pytest.approx(0.03, abs=1e-3)
+    assert c["census.bundle"].tolist()[6:] == [0, 1]
+    # a positive neuron off both bundles that carries more than BUNDLE_SHARE is a third bundle, not unaligned
+    heavy = (0.3 * _rotated(0.6), 0.3)
+    c3 = neuron_census(*_two_bundles(sep, lam, extra=[heavy]), lam)
+    assert int(c3["census.bundles"]) == 3 and int(c3["census.unaligned"]) == 0
+
+
+def test_a_rank1_network_keeps_its_single_bundle_classes():
+    """Random rank-1-like networks: one bundle, and classes, angles and shares as by the version-1 definition."""
+    rng = np.random.default_rng(3)
+    lam = 1e-3
+    for _ in range(20):
+        X = rng.normal(size=(6, 4))
+        v = np.array([1.0, 0.0, 0.0, 0.0])
+        W = lam * rng.normal(size=(30, 4))
+        a = lam * rng.choice([-1.0, 1.0], size=30)
+        grown = rng.random(30) < 0.5
+        W[grown] += rng.uniform(0.1, 1.0, size=(grown.sum(), 1)) * v
+        a[grown] = np.linalg.norm(W[grown], axis=1)
+        c = neuron_census(W, a, X, np.maximum(X @ v, 0), v, lam)
+        assert int(c["census.bundles"]) == 1
+        np.testing.assert_array_equal(c["census.class"], _single_bundle_classes(W, a, X, lam))
+    assert int(c["census.unaligned"]) > 0  # the check compares something: stragglers exist
+
+
+def test_stored_census_is_recomputed_when_it_predates_the_bundles(trained):
+    spec, ds = trained
+    data = dataset_of(spec)
+    fresh = stored_census(ds, spec, data)
+    tampered = ds.copy()
+    tampered["census.class"] = tampered["census.class"] * 0 + 7  # a marker no census writes
+    assert np.all(stored_census(tampered, spec, data)["census.class"] == 7)  # current version: read as stored
+    old = tampered.drop_vars(["census.version"])
+    np.testing.assert_array_equal(stored_census(old, spec, data)["census.class"], fresh["census.class"])
+    older = tampered.assign({"census.version": tampered["census.version"] * 0 + 1})
+    np.testing.assert_array_equal(stored_census(older, spec, data)["census.class"], fresh["census.class"])
+
+
+# -- categories of trials ---------------------------------------------------------------------------------------
+def _row(trial, max_angle, unaligned=1, bundles_=1, not_shrinking=0, pi4=True):
+    return {"scheme": "centred", "d": 16, "dtype": "float64", "lambda": 4.0**-13, "trial": trial, "max_angle": max_angle,
+            "unaligned": unaligned, "bundles": bundles_, "not_shrinking": not_shrinking, "meets_pi4": pi4}
+
+
+def test_every_category_is_reached_and_far_is_ten_times_the_median():
+    rows = [_row(0, 1e-6, unaligned=0), _row(1, 2e-6, unaligned=0), _row(2, 3e-6), _row(3, 4e-6),
+            _row(4, 5e-6), _row(5, 1e-3), _row(6, 1.0, not_shrinking=2), _row(7, 1.0, bundles_=2, unaligned=0),
+            _row(8, 6e-5, not_shrinking=1)]
+    categorise(rows)
+    assert rows[0]["typical_max_angle"] == 5e-6  # the median of the nine
+    assert [r["category"] for r in rows] == ["aligned", "aligned", "near_median", "near_median", "near_median",
+                                             "far_aligning", "off_bundle", "several_bundles", "off_bundle"]
+    assert set(CATEGORIES) == {r["category"] for r in rows}
+    # negative control: just below 10 x the median a trial is near, whatever its exponents
+    row = _row(9, 4.9e-5, not_shrinking=1)
+    assert trial_category(row, 5e-6) == "near_median" and trial_category(row, 4.8e-6) == "off_bundle"
+    assert trial_category(_row(10, 1.0), 5e-6, far_factor=1e6) == "near_median"
+    (frac,) = fractions(rows, ("unaligned",))
+    assert sum(frac[f"frac_{k}"] for k in CATEGORIES) == pytest.approx(1.0)
+    assert frac["frac_far"] == pytest.approx(4 / 9) and frac["frac_off_bundle"] == pytest.approx(2 / 9)
+    assert frac["frac_unaligned"] == pytest.approx(6 / 9) and frac["trials_beyond_pi4"] == 0
+
+
+def test_pair_exponents_give_a_trials_largest_lambda_the_next_pair():
+    specs = [_spec().replace(init_scale=lam, seed=0) for lam in (1e-2, 1e-4, 1e-6)]
+    angles = {1e-2: [1e-2, 2.0], 1e-4: [1e-4, 2.0], 1e-6: [1e-6, 2.0]}
+    censuses = [{"census.angle": np.asarray(angles[s.init_scale])} for s in specs]
+    p = pair_exponents(specs, censuses)
+    np.testing.assert_allclose(p[0], [1.0, 0.0])
+    np.testing.assert_allclose(p[1], [1.0, 0.0])
+    assert np.all(np.isnan(angle_exponents(specs, censuses)[0]))
+    lone = pair_exponents(specs[:1], censuses[:1])
+    assert np.all(np.isnan(lone[0]))  # one lambda: nothing to compare with

@@ -19,8 +19,8 @@ from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.chistikov2023 import GF, NET, SQUARE, STOP, WEIGHTED
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import panels, plt, write_dict_csv
-from implicitbias.metrics.census import ALIGN_C, STUCK_EXPONENT, UNALIGNED, angle_exponents, stored_census
-from implicitbias.metrics.trials import median_of_k, quantile_of
+from implicitbias.metrics.census import ALIGN_C, SHRINK_EXPONENT, UNALIGNED, stored_census
+from implicitbias.metrics.census_trials import CATEGORIES, FAR_FACTOR, categorise, fractions, median_bands, pair_exponents
 from implicitbias.theorems.base import CellsTheorem, compare, prediction
 from implicitbias.theorems.census import CensusTheorem7
 from implicitbias.theorems.chistikov_common import fmt_lambda
@@ -36,15 +36,15 @@ KINDS = ("unaligned", "unaligned_negative", "unaligned_positive", "unaligned_pos
 def census_rows(results) -> tuple[list[dict], list[dict]]:
     """(one row per run, one row per unaligned neuron) of the finished runs, sorted by scheme, d, lambda
     (largest first), dtype and trial.  Kinds of unaligned neurons: negative sign; positive sign active on every
-    training point; positive sign active on some. `stuck`: unaligned neurons whose angle shrinks slower than
-    lambda^STUCK_EXPONENT from the next larger lambda of the same trial to this one (`angle_exponents`; -1 at
-    a trial's largest lambda, where it is undefined)."""
+    training point; positive sign active on some. `not_shrinking`: unaligned neurons whose angle shrinks slower
+    than lambda^SHRINK_EXPONENT between this lambda and the nearest other of the same trial (`pair_exponents`;
+    -1 for a trial run at one lambda). Each run's category and its cell's typical max angle: `categorise`."""
     bad = set(results.failed)
     order = sorted((i for i in range(len(results.runs)) if i not in bad), key=lambda i: _sort_key(results.runs[i]))
     specs = [results.runs[i] for i in order]
     censuses = [stored_census(results.arrays[i], results.runs[i], results.data_of(i)) for i in order]
     runs, neurons = [], []
-    for i, spec, c, p in zip(order, specs, censuses, angle_exponents(specs, censuses)):
+    for i, spec, c, p in zip(order, specs, censuses, pair_exponents(specs, censuses)):
         ds, data = results.arrays[i], results.data_of(i)
         head = {"scheme": spec.data.scheme, "d": spec.data.d, "lambda": spec.init_scale,
                 "method": spec.method.kind, "dtype": spec.method.dtype, "trial": spec.trial}
@@ -55,11 +55,11 @@ def census_rows(results) -> tuple[list[dict], list[dict]]:
             **head,
             "data_max_angle": float(c["census.data_max_angle"]),
             "meets_pi4": bool(c["census.data_max_angle"] < math.pi / 4),
-            "active": int(c["census.active"]), "aligned": int(c["census.aligned"]),
+            "active": int(c["census.active"]), "bundles": int(c["census.bundles"]), "aligned": int(c["census.aligned"]),
             "unaligned": unaligned.size, "unaligned_negative": neg.size, "unaligned_positive": pos.size,
             "unaligned_positive_all": int(np.sum((sign > 0) & (points == data.n))),
             "unaligned_positive_some": int(np.sum((sign > 0) & (points < data.n))),
-            "stuck": -1 if np.all(np.isnan(p)) else int(np.sum(p[unaligned] < STUCK_EXPONENT)),
+            "not_shrinking": -1 if np.all(np.isnan(p)) else int(np.sum(p[unaligned] < SHRINK_EXPONENT)),
             "unaligned_share": float(c["census.unaligned_share"]),
             "bundle_growth": float(c["census.bundle_growth"]),
             "max_angle": float(final(ds, "max_angle")[0]),
@@ -81,7 +81,7 @@ def census_rows(results) -> tuple[list[dict], list[dict]]:
                 "labels": ";".join(f"{c['census.point_label'][k]:.4g}" for k in on),
                 "point_angles_to_v_star": ";".join(f"{c['census.point_angle'][k]:.4g}" for k in on),
             })
-    return runs, neurons
+    return categorise(runs), neurons
 
 
 def shared_census_rows(results) -> tuple[list[dict], list[dict]]:
@@ -91,61 +91,6 @@ def shared_census_rows(results) -> tuple[list[dict], list[dict]]:
 
 def _sort_key(spec):
     return (spec.data.scheme, spec.data.d, -spec.init_scale, spec.method.dtype, spec.trial)
-
-
-def _by_cell(rows: list[dict]) -> dict[tuple, list[dict]]:
-    """The rows of `census_rows` grouped by (scheme, d, dtype, lambda), in first-seen order."""
-    cells: dict[tuple, list[dict]] = {}
-    for row in rows:
-        cells.setdefault((row["scheme"], row["d"], row["dtype"], row["lambda"]), []).append(row)
-    return cells
-
-
-def fractions(rows: list[dict]) -> list[dict]:
-    """Per (scheme, d, dtype, lambda): how many trials, the fraction with each kind of unaligned neuron (and
-    with a stuck one, below a trial's largest lambda), split by the pi/4 condition, and the quartiles of the max
-    angle between active neurons."""
-    out = []
-    for (scheme, d, dtype, lam), members in _by_cell(rows).items():
-        row = {"scheme": scheme, "d": d, "dtype": dtype, "lambda": lam, "trials": len(members)}
-        for name, want in (("", None), ("_pi4", True), ("_beyond_pi4", False)):
-            part = [m for m in members if want is None or m["meets_pi4"] == want]
-            if name:
-                row[f"trials{name}"] = len(part)
-            for k in KINDS:
-                row[f"frac_{k}{name}"] = float(np.mean([m[k] > 0 for m in part])) if part else math.nan
-            defined = [m for m in part if m["stuck"] >= 0]
-            row[f"frac_stuck{name}"] = float(np.mean([m["stuck"] > 0 for m in defined])) if defined else math.nan
-        angles = np.array([m["max_angle"] for m in members])
-        row["max_angle_q25"], row["max_angle_median"], row["max_angle_q75"] = np.quantile(angles, [0.25, 0.5, 0.75])
-        out.append(row)
-    return out
-
-
-# -- what a median of five trials can say -------------------------------------------------------------------
-#: the paper's number of trials a median is taken over
-PAPER_TRIALS = 5
-BAND = (0.05, 0.25, 0.5, 0.75, 0.95)
-
-
-def median_bands(rows: list[dict], k: int = PAPER_TRIALS) -> list[dict]:
-    """Per (scheme, d, dtype, lambda): the median over all trials of the max angle between active neurons, and the
-    distribution of the median of k of them (`median_of_k`; k the largest odd number up to min(k, trials)): its
-    quantiles `BAND` and their spread q95 / q05, the factor by which a k-trial median can move between draws.
-    Where the trials split into an aligned and an off-bundle population, the band spans both: which one a
-    published median of five reports is a matter of the draw."""
-    out = []
-    for (scheme, d, dtype, lam), members in _by_cell(rows).items():
-        angles = [m["max_angle"] for m in members]
-        used = min(k, len(angles))
-        used -= 1 - used % 2  # the largest odd number of trials up to k
-        x, p = median_of_k(angles, used)
-        row = {"scheme": scheme, "d": d, "dtype": dtype, "lambda": lam, "trials": len(angles), "k": used,
-               "median_all": float(np.median(angles))}
-        row.update({f"median_of_k_q{round(100 * q):02d}": quantile_of(x, p, q) for q in BAND})
-        row["spread_q95_over_q05"] = row["median_of_k_q95"] / max(row["median_of_k_q05"], 1e-300)
-        out.append(row)
-    return sorted(out, key=lambda r: (r["scheme"], r["d"], r["dtype"], -r["lambda"]))
 
 
 def _median_band_figure(results):
@@ -177,12 +122,16 @@ def _median_band_figure(results):
 
 
 # -- figures ------------------------------------------------------------------------------------------------
+def _fraction_table(results) -> list[dict]:
+    return results.once("census.fractions", lambda: fractions(shared_census_rows(results)[0], KINDS))
+
+
 def _fraction_figure(results):
-    table = fractions(shared_census_rows(results)[0])
+    table = _fraction_table(results)
     schemes = sorted({r["scheme"] for r in table})
     fig, axes = panels(len(schemes))
     styles = {"unaligned": ("-", "any"), "unaligned_negative": ("--", "negative sign"),
-              "unaligned_positive": (":", "positive sign"), "stuck": ("-.", "stuck: angle not ~ lambda")}
+              "unaligned_positive": (":", "positive sign"), "far": ("-.", f"far: max angle > {FAR_FACTOR:g} x the cell's median")}
     for ax, scheme in zip(axes, schemes):
         lines = sorted({(r["d"], r["dtype"]) for r in table if r["scheme"] == scheme})
         several = len({dtype for _, dtype in lines}) > 1
@@ -199,7 +148,7 @@ def _fraction_figure(results):
         ax.set_xlabel("initialisation scale lambda")
         ax.set_ylabel("fraction of trials")
         ax.set_title(f"{scheme} data, {rows[0]['trials']} trials a point; unaligned: angle > {ALIGN_C:g} lambda\n"
-                     "solid any, dashed negative sign, dotted positive, dash-dot stuck", fontsize=8)
+                     f"solid any, dashed negative sign, dotted positive, dash-dot far (> {FAR_FACTOR:g} x median)", fontsize=8)
         ax.legend(fontsize=6)
     return fig
 
@@ -228,7 +177,7 @@ def _histogram_figure(results):
 
 
 def _pi4_figure(results):
-    table = fractions(shared_census_rows(results)[0])
+    table = _fraction_table(results)
     schemes = sorted({r["scheme"] for r in table})
     fig, axes = panels(len(schemes))
     for ax, scheme in zip(axes, schemes):
@@ -240,13 +189,40 @@ def _pi4_figure(results):
                 ax.plot(lam, [r[f"frac_unaligned_{name}"] for r in rows], "-" + marker, ms=4, color=f"C{n}",
                         label=f"d = {d}, {'all angles < pi/4' if name == 'pi4' else 'some angle >= pi/4'} "
                               f"({count} trials)")
-                ax.plot(lam, [r[f"frac_stuck_{name}"] for r in rows], "-." + marker, ms=4, color=f"C{n}", alpha=0.6)
+                ax.plot(lam, [r[f"frac_far_{name}"] for r in rows], "-." + marker, ms=4, color=f"C{n}", alpha=0.6)
         ax.set_xscale("log")
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlabel("initialisation scale lambda")
         ax.set_ylabel("fraction of trials")
-        ax.set_title(f"{scheme} data; o: every angle < pi/4, x: not; solid: unaligned, dash-dot: stuck", fontsize=8)
+        ax.set_title(f"{scheme} data; o: every angle < pi/4, x: not; solid: unaligned, dash-dot: far", fontsize=8)
         ax.legend(fontsize=6)
+    return fig
+
+
+#: the colours of the categories (`metrics.census_trials.CATEGORIES`) in the stacked bars
+_CATEGORY_STYLE = {"aligned": ("C2", "aligned"), "near_median": ("C0", f"unaligned, within {FAR_FACTOR:g} x median"),
+                   "far_aligning": ("C1", f"far (> {FAR_FACTOR:g} x median), still aligning"),
+                   "off_bundle": ("C3", "far, off the bundle (not shrinking)"), "several_bundles": ("C4", "2+ bundles")}
+
+
+def _category_figure(results):
+    table = _fraction_table(results)
+    keys = sorted({(r["scheme"], r["d"], r["dtype"]) for r in table})
+    fig, axes = plt.subplots(1, len(keys), figsize=(2.6 * len(keys) + 0.6, 3.4), squeeze=False, sharey=True)
+    for ax, key in zip(axes[0], keys):
+        rows = sorted((r for r in table if (r["scheme"], r["d"], r["dtype"]) == key), key=lambda r: -r["lambda"])
+        x, bottom = np.arange(len(rows)), np.zeros(len(rows))
+        for cat in CATEGORIES:
+            colour, label = _CATEGORY_STYLE[cat]
+            height = np.array([r[f"frac_{cat}"] for r in rows])
+            ax.bar(x, height, bottom=bottom, color=colour, width=0.8, label=label)
+            bottom += height
+        ax.set_xticks(x, [fmt_lambda(r["lambda"]) for r in rows], fontsize=6, rotation=45)
+        ax.set_title(f"{key[0]}, d = {key[1]}" + ("" if key[2] == "float64" else f", {key[2]}")
+                     + f"\n{rows[0]['trials']} trials", fontsize=8)
+        ax.set_xlabel("lambda", fontsize=7)
+    axes[0, 0].set_ylabel("fraction of trials")
+    axes[0, -1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return fig
 
 
@@ -337,7 +313,7 @@ def _tables(results, out_dir):
     runs, neurons = shared_census_rows(results)
     out_dir = Path(out_dir)
     written = [write_dict_csv(out_dir / "census_runs.csv", runs), write_dict_csv(out_dir / "census_fraction.csv",
-                                                                                   fractions(runs)),
+                                                                                   _fraction_table(results)),
                write_dict_csv(out_dir / "census_median_of_5.csv", median_bands(runs))]
     if neurons:
         written.append(write_dict_csv(out_dir / "census_neurons.csv", neurons))
@@ -356,10 +332,12 @@ CENSUS = Experiment(
     summary="Figure 1's setting (m = 200, gradient flow to loss < 1e-9 or t = 2e5) with 50 trials for d in {4, "
             "16, 64}, centred and uncentred data, lambda in {4^-4, 4^-7, 4^-10, 4^-13}: the distribution over "
             "trials of the max angle between active neurons, and a census of the active neurons at the end of "
-            f"every run (aligned: angle to the bundle <= {ALIGN_C:g} lambda; for each unaligned one its sign, "
+            f"every run (aligned: angle to the nearest bundle <= {ALIGN_C:g} lambda; for each unaligned one its sign, "
             "the training points it is active on, their labels and angles to v*, its growth ||w_j|| / lambda "
             "and its share of sum |a_j| ||w_j||), split by the proofs' condition that every angle between v* "
-            "and a training point is < pi/4.",
+            "and a training point is < pi/4. Each trial falls in one category (aligned, unaligned near the median, far but "
+            "aligning, far and off the bundle, two bundles or more; census_categories), so that the share of trials "
+            "a five-trial median misrepresents is read per cell.",
     config=ExperimentConfig(
         model=NET,
         data=TeacherNeuron(d=4, scheme="centred", n_test=64),
@@ -373,13 +351,23 @@ CENSUS = Experiment(
     ),
     quick={"trials": 4, "checkpoints": 12, "model.width": 50,
            "grid": {"data.scheme": ["centred", "uncentred"], "data.d": [4], "init_scale": CENSUS_LAMBDAS[:3]}},
-    figures=(Figure("census_fraction", "Fraction of trials with active neurons not aligned with the bundle, "
+    figures=(Figure("census_categories",
+                    f"Per cell (scheme, d) and lambda, the fraction of trials in each category "
+                    f"(metrics.census_trials): aligned (every active neuron within {ALIGN_C:g} lambda of its "
+                    f"bundle); near the median (some are not, max angle within {FAR_FACTOR:g} x the cell's median); "
+                    "far but still aligning (max angle above that, every unaligned neuron's angle falling like "
+                    "lambda across the trial's lambdas); far and off the bundle (one that does not fall); two "
+                    "bundles or more (the positive neurons carrying weight in several directions). The two far "
+                    "categories together are the trials a median does not describe. census_fraction.csv gives the "
+                    "fractions, census_runs.csv each trial's category.", _category_figure),
+             Figure("census_fraction", "Fraction of trials with active neurons not aligned with their bundle, "
                     "against lambda, per d (colour): any (solid), negative sign (dashed), positive sign "
-                    "(dotted), and stuck - an unaligned neuron whose angle does not fall like lambda from the "
-                    "next larger lambda of the same trial (dash-dot); left centred, right uncentred data.", _fraction_figure),
+                    f"(dotted), and far - the max angle more than {FAR_FACTOR:g} times the cell's median "
+                    "(dash-dot); left centred, right uncentred data.", _fraction_figure),
              Figure("census_max_angle_hist", "Histogram over trials of the max angle between active neurons, "
                     "per (d, lambda) cell, both schemes; the dotted line is c lambda.", _histogram_figure),
-             Figure("census_pi4", "Fraction of trials with unaligned (solid) and stuck (dash-dot) active neurons, split by "
+             Figure("census_pi4", "Fraction of trials with unaligned active neurons (solid) and far ones (dash-dot; "
+                    f"max angle > {FAR_FACTOR:g} x the cell's median), split by "
                     "whether every angle between v* and a training point is below pi/4 (the proofs' assumption; "
                     "o) or not (x).", _pi4_figure),
              Figure("census_median_of_5",
@@ -430,7 +418,9 @@ DTYPE = Experiment(
                     "left the max angle between active neurons, right the number of unaligned active neurons; "
                     "the dotted line is equality.", _dtype_figure),
              Figure("census_fraction", "Fraction of trials with unaligned active neurons against lambda, per "
-                    "dtype.", _fraction_figure)),
+                    "dtype.", _fraction_figure),
+             Figure("census_categories", "Per dtype and lambda, the fraction of trials in each category "
+                    "(census_categories of chistikov2023-fig1-census).", _category_figure)),
     claims=(DtypeClaims(),),
     tables=_tables,
     settings_source="The paper's GD (lr 0.01), m = 200, centred data, d = 16. Ours: 4 trials, lambda in {4^-7, "

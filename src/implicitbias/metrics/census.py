@@ -6,9 +6,25 @@ lambda -> 0). Figure 1's max angle between active neurons measures that spread, 
 active neuron outside the bundle. The census sorts every neuron j (w_j its input weights, a_j its outer weight):
 
 - inactive: no training input in its open positive half-space, <w_j, x_i> <= 0 for all i;
-- aligned: active and at an angle <= c lambda to the bundle direction u = sum_{j active, a_j > 0} a_j w_j
-  (the positive active neurons, each weighted by a_j ||w_j||, so that the grown bundle dominates);
-- unaligned: active and further from u.
+- aligned: active and at an angle <= c lambda to the direction of its nearest bundle;
+- unaligned: active and further than c lambda from every bundle.
+
+Bundles (`bundles`). Usually one: u = sum_{j active, a_j > 0} a_j w_j (the positive active neurons, each weighted
+by a_j ||w_j||, so that the grown bundle dominates). But some trials end with the positive neurons in two
+directions a fixed angle apart (centred d = 4 of the full census: 3 of 50 trials at every lambda <= 4^-7, two
+groups of 35-45 neurons carrying 0.4-0.6 of sum |a_j| ||w_j|| each, 0.04-0.3 rad apart at every lambda), and
+their single u lies between the two: every neuron was "unaligned", with an unaligned share of 1. So: the active
+positive neurons carrying weight (share >= `WEIGHT_REL`, as `weighted_max_angle`) are linked when their angle is
+<= `BUNDLE_MERGE` c lambda (two neurons within c lambda of one direction are within 2 c lambda of each other),
+and a connected group is a bundle when it carries a share >= `BUNDLE_SHARE` of sum |a_k| ||w_k||: more than a
+neuron that did not grow can carry (its angle to any grown direction is ~ lambda |z_perp| / ||w_j||, so
+unaligned means ||w_j|| < |z_perp| / c and, balanced, share < (|z_perp| / c)^2 <~ (0.3 / 100)^2 ~ 1e-5).
+Every active positive neuron then joins the bundle whose group direction is nearest, and a bundle's direction is
+sum a_j w_j over its members; with one bundle that is u above, so a rank-1 network is classified exactly as by
+the single-bundle census (version 1). The number of bundles is stored per run (`census.bundles`; 0 when no
+positive neuron is active), each neuron's bundle in `census.bundle` (-1: inactive). A bundle of the second
+direction can itself be spread wider than 2 c lambda, and then counts as several bundles: the count is the
+number of directions resolved at the census' resolution c lambda, not a rank.
 
 `ALIGN_C` = c = 100. Why a multiple of lambda, and which: while a neuron is active on every training point,
 its component orthogonal to gamma_[n] does not move (the linear phase of the dynamics changes only its
@@ -29,20 +45,30 @@ For every neuron the census records its class, sign, angle to u, growth ||w_j|| 
 label and the smallest and largest angle to v*; per training point, its label and its angle to v*; per run
 the counts and the largest angle between v* and a training point (Theorem 7 assumes it < pi/4). Everything
 is a function of the final parameters, the training data, v* and lambda (`neuron_census`), stored with every
-run as final metrics (`implicitbias.metrics.final`) and recomputable from a stored result.
+run as final metrics (`implicitbias.metrics.final`) and recomputable from a stored result; `census.version`
+(`CENSUS_VERSION`) marks the definition it was stored under, and `stored_census` recomputes an older one.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from implicitbias.metrics.neurons import angles_to
+from implicitbias.metrics.neurons import WEIGHT_REL, angles_to
 
 #: a neuron is aligned with the bundle when its angle to the bundle direction is <= ALIGN_C x lambda
 ALIGN_C = 100.0
 
 #: class codes of `census.class`
 INACTIVE, ALIGNED, UNALIGNED = 0, 1, 2
+
+#: the census' definition: 1 one bundle direction u; 2 the nearest of several bundles (`bundles`)
+CENSUS_VERSION = 2
+
+#: two positive neurons carrying weight are in one bundle when linked by steps of angle <= BUNDLE_MERGE c lambda
+BUNDLE_MERGE = 2.0
+
+#: a linked group of positive neurons is a bundle when it carries at least this share of sum |a_k| ||w_k||
+BUNDLE_SHARE = 1e-5
 
 #: the dimensions (after `run`) of every census variable: per run, per neuron, per neuron and training
 #: point, per training point
@@ -56,7 +82,10 @@ DIMS: dict[str, tuple[str, ...]] = {
     "census.bundle_growth": (),
     "census.data_max_angle": (),
     "census.c": (),
+    "census.version": (),
+    "census.bundles": (),
     "census.class": ("neuron",),
+    "census.bundle": ("neuron",),
     "census.sign": ("neuron",),
     "census.angle": ("neuron",),
     "census.growth": ("neuron",),
@@ -75,6 +104,48 @@ def bundle_direction(W, a, active) -> np.ndarray:
     """sum_{j active, a_j > 0} a_j w_j (not normalised; zero when no positive neuron is active)."""
     a = np.asarray(a, dtype=np.float64).reshape(-1)
     return np.where(np.asarray(active) & (a > 0), a, 0.0) @ np.asarray(W, dtype=np.float64)
+
+
+def _linked_groups(close) -> np.ndarray:
+    """Connected components of the symmetric boolean matrix `close`: a label per row, 0, 1, ... by first row."""
+    labels = np.full(close.shape[0], -1)
+    for start in range(close.shape[0]):
+        if labels[start] >= 0:
+            continue
+        labels[start], stack = labels.max() + 1, [start]
+        while stack:
+            new = np.flatnonzero(close[stack.pop()] & (labels < 0))
+            labels[new] = labels[start]
+            stack.extend(new.tolist())
+    return labels
+
+
+def bundles(W, a, active, merge_angle: float, min_share: float = BUNDLE_SHARE,
+            rel: float = WEIGHT_REL) -> tuple[np.ndarray, np.ndarray]:
+    """(bundle of each neuron, -1 if none; bundle directions, one row each, not normalised) (module docstring).
+
+    Active positive neurons with a share >= rel of sum |a_k| ||w_k|| are linked at angles <= merge_angle; a
+    linked group carrying a share >= min_share is a bundle. Every active positive neuron joins the bundle whose
+    group direction is nearest; a bundle's direction is sum a_j w_j over its members. With no such group (no
+    neuron grew) the active positive neurons form one bundle; with none active, there is none."""
+    W = np.asarray(W, dtype=np.float64)
+    a = np.asarray(a, dtype=np.float64).reshape(-1)
+    positive = np.asarray(active) & (a > 0)
+    member = np.full(a.shape, -1)
+    if not positive.any():
+        return member, np.zeros((0, W.shape[1]))
+    weight = np.abs(a) * np.linalg.norm(W, axis=1)
+    carriers = np.flatnonzero(positive & (weight >= rel * weight.sum()))
+    groups = _linked_groups(np.stack([angles_to(W[carriers], W[j]) <= merge_angle for j in carriers])
+                            if carriers.size else np.zeros((0, 0), bool))
+    heavy = [g for g in range(groups.max(initial=-1) + 1) if weight[carriers[groups == g]].sum()
+             >= min_share * weight.sum()]
+    if len(heavy) <= 1:
+        member[positive] = 0
+    else:
+        seeds = np.stack([a[carriers[groups == g]] @ W[carriers[groups == g]] for g in heavy])
+        member[positive] = np.argmin(np.stack([angles_to(W[positive], s) for s in seeds]), axis=0)
+    return member, np.stack([bundle_direction(W, a, member == b) for b in range(member.max() + 1)])
 
 
 def _over_points(mask, values, reduce) -> np.ndarray:
@@ -98,7 +169,11 @@ def neuron_census(W, a, X, y, v_star, init_scale: float, c: float = ALIGN_C) -> 
     norms = np.linalg.norm(W, axis=1)
     weight = np.abs(a) * norms
     share = weight / weight.sum() if weight.sum() > 0 else np.zeros_like(weight)
-    angle = angles_to(W, bundle_direction(W, a, active))
+    member, directions = bundles(W, a, active, BUNDLE_MERGE * c * init_scale)
+    to_each = np.stack([angles_to(W, u) for u in directions]) if len(directions) else np.full((1, len(a)), np.nan)
+    nearest = np.argmin(np.where(np.isnan(to_each), np.inf, to_each), axis=0)
+    angle = to_each[nearest, np.arange(len(a))]
+    member = np.where(member >= 0, member, np.where(active & (len(directions) > 0), nearest, -1))
     aligned = active & (angle <= c * init_scale)
     unaligned = active & ~aligned
     point_angle = angles_to(X, v_star)
@@ -113,6 +188,9 @@ def neuron_census(W, a, X, y, v_star, init_scale: float, c: float = ALIGN_C) -> 
         "census.bundle_growth": np.asarray(np.median(growth[aligned]) if aligned.any() else np.nan),
         "census.data_max_angle": np.asarray(point_angle.max()),
         "census.c": np.asarray(float(c)),
+        "census.version": np.asarray(CENSUS_VERSION),
+        "census.bundles": np.asarray(len(directions)),
+        "census.bundle": member.astype(np.int16),
         "census.class": np.where(aligned, ALIGNED, np.where(unaligned, UNALIGNED, INACTIVE)).astype(np.int8),
         "census.sign": np.sign(a).astype(np.int8),
         "census.angle": angle,
@@ -131,16 +209,18 @@ def neuron_census(W, a, X, y, v_star, init_scale: float, c: float = ALIGN_C) -> 
 def stored_census(ds, spec, data, r: int = 0, c: float = ALIGN_C) -> dict[str, np.ndarray]:
     """The census of run `r` of a stored Dataset (one run's, or a cell's runs stacked), without the run axis:
     read from its `census.*` variables, or computed from its stored final parameters when the run predates
-    them or was classified with another constant than `c`.  `spec` and `data` are that run's."""
-    if "census.class" in ds and "census.c" in ds and float(ds["census.c"].values[r]) == c:
+    them, was stored under an older definition (`census.version` missing or < `CENSUS_VERSION`) or was
+    classified with another constant than `c`.  `spec` and `data` are that run's."""
+    if ("census.class" in ds and "census.c" in ds and float(ds["census.c"].values[r]) == c
+            and "census.version" in ds and int(ds["census.version"].values[r]) >= CENSUS_VERSION):
         return {name: np.asarray(ds[name].values[r]) for name in DIMS}
     return neuron_census(ds["theta.W"].values[r], ds["theta.a"].values[r], data.X, data.y, data.info["v_star"],
                          spec.init_scale, c)
 
 
-#: an unaligned neuron is *stuck* when its angle to the bundle falls slower than lambda^STUCK_EXPONENT
-#: between two init scales of the same trial (aligned neurons follow angle ~ lambda, exponent 1)
-STUCK_EXPONENT = 0.5
+#: an unaligned neuron does not align (*not shrinking*) when its angle to its bundle falls slower than
+#: lambda^SHRINK_EXPONENT between two init scales of the same trial (aligned neurons follow angle ~ lambda, p = 1)
+SHRINK_EXPONENT = 0.5
 
 
 def angle_exponents(runs, censuses) -> list[np.ndarray]:

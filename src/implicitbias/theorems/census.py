@@ -7,12 +7,17 @@ the census counts them. `CensusTheorem7` checks, on a cell (one scheme and d; la
 trials whose data meet (subset "within") or violate (subset "beyond") the proofs' angle bound pi/4 between v*
 and every x_i (the paper's experiments redraw only angles > pi/2):
 
-- the theorem's own statement: the share of sum_j |a_j| ||w_j|| carried by unaligned neurons -> 0 (worst
-  trial at the smallest lambda <= share_tol);
+- the theorem's own statement, in two parts: the positive neurons carrying weight form one bundle (the limit is
+  rank 1; at most `bundle_tol` of the trials at the smallest lambda with two bundles or more), and the share of
+  sum_j |a_j| ||w_j|| carried by neurons off every bundle -> 0 (worst trial at the smallest lambda <= share_tol).
+  Until census version 2 there was a single bundle direction, so a trial whose positive neurons form two bundles
+  had an unaligned share of 1 and failed the share; it now fails the bundle count, and its share counts only the
+  neurons off both bundles;
 - Figure 1's reading, the max angle between active neurons -> 0: every unaligned neuron at the smallest lambda
   is still aligning, its angle falling like lambda^p with p >= 1/2 from the next larger lambda of the same trial
-  (same data and init directions; `angle_exponents`) - the fraction of trials with a *stuck* one <= fraction_tol;
-  and the fraction of trials with an unaligned neuron does not grow as lambda decreases.
+  (same data and init directions; `angle_exponents`) - the fraction of trials with one that does not (*not
+  shrinking*) <= fraction_tol; and the fraction of trials with an unaligned neuron does not grow as lambda
+  decreases.
 
 On the "beyond" subset the angle assumption fails by construction, so its predictions are reported as
 outside scope with their measured values: the split shows whether the unaligned neurons come with the
@@ -27,7 +32,7 @@ from typing import Literal
 import numpy as np
 import pydantic
 
-from implicitbias.metrics.census import STUCK_EXPONENT, UNALIGNED, angle_exponents, stored_census
+from implicitbias.metrics.census import SHRINK_EXPONENT, UNALIGNED, angle_exponents, stored_census
 from implicitbias.theorems.base import Theorem, Verdict, assumption, compare, prediction
 from implicitbias.theorems.chistikov_common import fmt_lambda, method_verdict, relu_net_verdict, run_lambdas
 from implicitbias.theorems.fitting import flag
@@ -41,14 +46,19 @@ class CensusTheorem7(Theorem):
         lambda must be at most this. Ours: 1e-5. A neuron whose direction orthogonal to v* kept its init size
         lambda |z_perp| has angle ~ lambda |z_perp| / ||w_j||, so one unaligned at angle > c lambda has
         ||w_j|| < |z_perp| / c and (balanced, sum ||w||^2 ~ 1) share < (|z_perp| / c)^2 <~ (0.3 / 100)^2 ~ 1e-5;
-        a larger share means a neuron that grew off the bundle (a second direction).
-    fraction_tol: the fraction of trials with a stuck unaligned neuron at the smallest lambda must be at most
-        this for Figure 1's reading (max angle between active neurons -> 0) to hold."""
+        a larger share means a neuron that grew off the bundle: a negative-sign one (a positive one that grew
+        is a bundle of its own, `metrics.census.BUNDLE_SHARE`, the same bound).
+    bundle_tol: the fraction of trials at the smallest lambda whose positive neurons form two bundles or more
+        must be at most this (ours: 0, the theorem's limit has one direction; a nonzero value reads it as "in
+        most trials").
+    fraction_tol: the fraction of trials with an unaligned neuron that does not shrink like lambda at the
+        smallest lambda must be at most this for Figure 1's reading (max angle between active neurons -> 0)."""
 
     subset: Literal["within", "beyond"] = "within"
     max_data_angle: float = pydantic.Field(math.pi / 4, gt=0.0, le=math.pi)
     share_tol: float = pydantic.Field(1e-5, gt=0.0)
     fraction_tol: float = pydantic.Field(0.1, ge=0.0, le=1.0)
+    bundle_tol: float = pydantic.Field(0.0, ge=0.0, le=1.0)
 
     @property
     def title(self) -> str:
@@ -114,7 +124,8 @@ class CensusTheorem7(Theorem):
         grid = np.unique(lam)
         return {"lam": lam, "grid": grid, "at_small": lam == grid.min(),
                 "share": np.array([float(c["census.unaligned_share"]) for c in census]),
-                "stuck": np.array([bool(np.any(p[u] < STUCK_EXPONENT)) for p, u in zip(exponents, unaligned)]),
+                "bundles": np.array([int(c["census.bundles"]) for c in census]),
+                "stuck": np.array([bool(np.any(p[u] < SHRINK_EXPONENT)) for p, u in zip(exponents, unaligned)]),
                 "frac": {g: {k: float(np.mean(v[lam == g])) for k, v in kinds.items()} for g in grid}}
 
     @prediction("the unaligned neurons' share of sum_j |a_j| ||w_j|| -> 0", threshold="share_tol",
@@ -132,12 +143,28 @@ class CensusTheorem7(Theorem):
                        "trial at the smallest lambda", float(np.max(share[s["at_small"]])), "<=", self.share_tol,
                        f"worst share per lambda: {shares}")
 
+    @prediction("the positive neurons carrying weight form one bundle", threshold="bundle_tol",
+                source="Chistikov et al. 2023, Theorem 7 (the limit is a rank-1 network); bundles: "
+                       "metrics.census.bundles (ours)")
+    def one_bundle(self, run) -> list[Verdict]:
+        """The fraction of trials at the smallest lambda with two bundles or more."""
+        s = self._summary(run)
+        if s is None:
+            return []
+        lam, bundles = s["lam"], s["bundles"]
+        per = "; ".join(f"{fmt_lambda(g)}: {int(np.sum(bundles[lam == g] >= 2))} of {int(np.sum(lam == g))} "
+                        f"(most bundles {int(np.max(bundles[lam == g]))})" for g in s["grid"][::-1])
+        return [compare(self.title, "prediction", "the positive neurons carrying weight form one bundle: fraction "
+                        "of trials at the smallest lambda with two or more", float(np.mean(bundles[s["at_small"]] >= 2)),
+                        "<=", self.bundle_tol, f"trials with two bundles or more per lambda: {per}")]
+
     @prediction("Figure 1's reading: every unaligned active neuron at the smallest lambda still aligns",
                 threshold="fraction_tol",
-                source="Chistikov et al. 2023, Figure 1 (max angle between active neurons -> 0); a neuron is stuck "
-                       "when its angle falls slower than lambda^(1/2) (metrics.census.STUCK_EXPONENT, ours)")
+                source="Chistikov et al. 2023, Figure 1 (max angle between active neurons -> 0); a neuron does not "
+                       "shrink when its angle falls slower than lambda^(1/2) (metrics.census.SHRINK_EXPONENT, ours)")
     def still_aligning(self, run) -> list[Verdict]:
-        """The fraction of trials with a stuck unaligned neuron at the smallest lambda."""
+        """The fraction of trials with an unaligned neuron that does not shrink like lambda at the smallest
+        lambda."""
         s = self._summary(run)
         if s is None:
             return []
@@ -147,10 +174,10 @@ class CensusTheorem7(Theorem):
             f"positive {frac[g]['unaligned_positive']:.2f}) of {int(np.sum(lam == g))}" for g in grid[::-1])
         stuck_note = (f"{int(np.sum(stuck[at_small]))} of {int(np.sum(at_small))} trials at lambda = "
                       f"{fmt_lambda(grid.min())} have an unaligned neuron whose angle falls slower than "
-                      f"lambda^{STUCK_EXPONENT:g} from the next larger lambda; trials with unaligned neurons per "
+                      f"lambda^{SHRINK_EXPONENT:g} from the next larger lambda; trials with unaligned neurons per "
                       f"lambda: {per_lambda}")
         return [compare(self.title, "prediction", "Figure 1's reading: every unaligned active neuron at the smallest "
-                        "lambda still aligns (angle ~ lambda^p, p >= 1/2): fraction of trials with a stuck one",
+                        "lambda still aligns (angle ~ lambda^p, p >= 1/2): fraction of trials with one that does not",
                         float(np.mean(stuck[at_small])) if grid.size > 1 else None, "<=", self.fraction_tol,
                         stuck_note)]
 
