@@ -315,3 +315,32 @@ def test_pair_exponents_give_a_trials_largest_lambda_the_next_pair():
     assert np.all(np.isnan(angle_exponents(specs, censuses)[0]))
     lone = pair_exponents(specs[:1], censuses[:1])
     assert np.all(np.isnan(lone[0]))  # one lambda: nothing to compare with
+
+
+def test_the_fig1_report_links_to_the_census_report_and_its_median_of_5_figure(tmp_path):
+    from implicitbias.experiments import get
+    from implicitbias.pipeline.outputs import related_links
+    from implicitbias.reports.html import write_report
+
+    fig1, census = get("chistikov2023-fig1"), get("chistikov2023-fig1-census")
+    assert {"census_median_of_5", "census_categories"} <= {f.name for f in census.figures}  # the anchors exist
+    runs = tmp_path / "runs"
+    (runs / "chistikov2023-fig1-census").mkdir(parents=True)
+    (runs / "chistikov2023-fig1-census" / "report.html").write_text("<html></html>")
+    (link,) = related_links(fig1, runs / "chistikov2023-fig1", quick=False)
+    page = "../chistikov2023-fig1-census/report.html"
+    assert link["href"] == page and link["exists"] and link["command"] == "implicitbias run chistikov2023-fig1-census"
+    assert ("census_median_of_5", page + "#fig-census_median_of_5") in link["figures"]
+    assert (runs / "chistikov2023-fig1" / link["href"]).resolve() == (runs / "chistikov2023-fig1-census" / "report.html")
+    (quick,) = related_links(fig1, runs / "chistikov2023-fig1-quick", quick=True)
+    assert quick["href"] == "../chistikov2023-fig1-census-quick/report.html" and not quick["exists"]
+    assert quick["command"].endswith("--quick")
+    (elsewhere,) = related_links(fig1, tmp_path / "mine", quick=False)
+    assert elsewhere["href"] == page and not elsewhere["exists"]
+    out = write_report(runs / "chistikov2023-fig1", title="t", experiment="chistikov2023-fig1", summary="s", config={},
+                       figures=[], checks=[], run_info={}, related=[link, quick]).read_text()
+    assert f'<a href="{page}#fig-census_median_of_5">census_median_of_5</a>' in out
+    assert "<code>implicitbias run chistikov2023-fig1-census</code>." in out
+    assert "not next to this report" in out.split("census-quick")[-1]  # only the missing one says so
+    assert "not next to this report" not in out.split("census-quick")[0]
+    assert related_links(census, runs / "chistikov2023-fig1-census", quick=False) == []

@@ -21,6 +21,17 @@ class Figure:
 
 
 @dataclasses.dataclass(frozen=True)
+class Related:
+    """Another experiment whose report this one's links to: its name, the figures of it to link to (by name),
+    and a sentence saying what it adds.  The link assumes the default layout (both run into runs/, as
+    runs/NAME or runs/NAME-quick); the report also names the command that produces it."""
+
+    experiment: str
+    figures: tuple[str, ...] = ()
+    text: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class Experiment:
     """name, paper and systems identify it; `config` is the full variant at the paper's scale (its
     settings and their source in `settings_source`); `quick` overrides make the <= 60 s variant run in CI.
@@ -45,6 +56,8 @@ class Experiment:
     #: a check of the expanded runs that no single spec can make (the model's dimension against the data's, data
     #: that must be separable): raises ConfigError, before anything trains
     validate_runs: Callable[[list], None] | None = None
+    #: other experiments' reports this report links to (`Related`)
+    related: tuple[Related, ...] = ()
 
     def resolve(self, quick: bool = False, overrides: dict[str, Any] | None = None,
                 seed: int | None = None) -> ExperimentConfig:

@@ -52,6 +52,23 @@ def write_figures(experiment: Experiment, results: Results, out_dir: Path,
     return written
 
 
+def related_links(experiment: Experiment, out_dir: Path, quick: bool) -> list[dict]:
+    """The links to `experiment.related` reports, as `write_report` takes them: each experiment's report in the
+    sibling directory it has in the default layout (runs/NAME, runs/NAME-quick: this directory's name with this
+    experiment's name replaced, or NAME[-quick] when this one was written elsewhere), and the command that
+    writes it there; `exists`: whether it was there when this report was written."""
+    out = []
+    for rel in getattr(experiment, "related", ()):
+        name = (out_dir.name.replace(experiment.name, rel.experiment, 1) if out_dir.name.startswith(experiment.name)
+                else rel.experiment + ("-quick" if quick else ""))
+        page = f"../{name}/report.html"
+        out.append({"experiment": rel.experiment, "text": rel.text, "href": page,
+                    "figures": [(f, f"{page}#fig-{f}") for f in rel.figures],
+                    "command": f"implicitbias run {rel.experiment}{' --quick' if quick else ''}",
+                    "exists": (Path(out_dir).resolve().parent / name / "report.html").is_file()})
+    return out
+
+
 def write_outputs(experiment: Experiment, results: Results, out_dir: str | Path, run_info: dict, warn=print) -> Path:
     """Figures, tables, checks.json, run.json and the self-contained report.html; returns the report's path."""
     out_dir = Path(out_dir)
@@ -72,6 +89,7 @@ def write_outputs(experiment: Experiment, results: Results, out_dir: str | Path,
         checks=results.checks,
         run_info=info,
         tables=tables,
+        related=related_links(experiment, out_dir, info.get("variant") == "quick"),
     )
     if out_dir.resolve().parent.name == "runs":  # the default layout runs/NAME: keep runs/index.html current
         write_index(out_dir.resolve().parent)

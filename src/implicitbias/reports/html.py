@@ -52,7 +52,7 @@ _META = ("variant", "method", "started", "wall_time_s")
 
 _CSS = """
 header.headline { margin-bottom: 0.6rem; } header.headline p { margin: 0.15rem 0; }
-.paper { color: #555; } .summary { font-size: 0.95rem; } .verdicts { margin-top: 0.35rem !important; }
+.paper { color: #555; } .summary, .related { font-size: 0.95rem; } .verdicts { margin-top: 0.35rem !important; }
 .verdicts .counts { margin-right: 1.2rem; } .meta { font-size: 0.85rem; color: #555; }
 .meta a { margin-left: 0.7rem; }
 figure { margin: 0 0 1.5rem; }
@@ -69,7 +69,8 @@ dl.info dt { font-weight: 600; } dl.info dd { margin: 0; }
 
 def write_report(out_dir: PathLike, *, title: str, experiment: str, summary: str, config: Mapping[str, Any],
                  figures: Sequence[FigureEntry], checks: Sequence[Mapping[str, Any]], run_info: Mapping[str, Any],
-                 paper: str = "", tables: Sequence[tuple[str, PathLike] | PathLike] = ()) -> Path:
+                 paper: str = "", tables: Sequence[tuple[str, PathLike] | PathLike] = (),
+                 related: Sequence[Mapping[str, Any]] = ()) -> Path:
     """Write `out_dir/report.html` and return its path.
 
     `figures` are `(name, caption, png_path)` or `(name, caption, png_path, csv_paths)`, the CSV tables
@@ -77,12 +78,14 @@ def write_report(out_dir: PathLike, *, title: str, experiment: str, summary: str
     bare path.  Table paths become links relative to `out_dir` (a relative path is read from `out_dir`,
     then from the working directory) and must exist.  `checks` are verdict dicts (`Verdict.to_dict()`
     plus `cell`).  `run_info` is shown as given (e.g. variant, method, started, wall_time_s); its
-    `command` is shown last, as the command to rerun.
+    `command` is shown last, as the command to rerun.  `related` are links to other experiments' reports under
+    the summary, dicts with `experiment`, `href` (relative to `out_dir`, not required to exist), `text`,
+    `figures` ((name, href) pairs), `command` (what writes it) and `exists`.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     body = "\n".join([
-        _headline(title, experiment, summary, paper, checks, run_info),
+        _headline(title, experiment, summary, paper, checks, run_info, related),
         _figures_section(figures, tables, out_dir),
         _checks_section(checks),
         _config_section(experiment, config, run_info),
@@ -92,7 +95,7 @@ def write_report(out_dir: PathLike, *, title: str, experiment: str, summary: str
 
 # -- sections ----------------------------------------------------------------------------------------
 def _headline(title: str, experiment: str, summary: str, paper: str, checks: Sequence[Mapping[str, Any]],
-              run_info: Mapping[str, Any]) -> str:
+              run_info: Mapping[str, Any], related: Sequence[Mapping[str, Any]] = ()) -> str:
     source = paper or (experiment if experiment != title else "")
     counts = tally(checks)
     verdicts = " ".join(counts_html(counts[kind], f"{kind.capitalize()}s") for kind in KINDS)
@@ -105,10 +108,19 @@ def _headline(title: str, experiment: str, summary: str, paper: str, checks: Seq
         f"<h1>{escape(title)}</h1>",
         f'<p class="paper">{escape(source)}</p>' if source else "",
         f'<p class="summary">{escape(summary)}</p>' if summary else "",
+        *(_related_line(r) for r in related),
         f'<p class="verdicts">{verdicts}</p>' if checks else '<p class="verdicts muted">No theorem checks.</p>',
         f'<p class="meta">{meta_text}{links}</p>',
         "</header>",
     ])
+
+
+def _related_line(rel: Mapping[str, Any]) -> str:
+    figures = ", ".join(f'<a href="{escape(h)}">{escape(name)}</a>' for name, h in rel.get("figures", ()))
+    where = "" if rel.get("exists") else " (not next to this report when it was written)"
+    return (f'<p class="related">See also <a href="{escape(rel["href"])}">{escape(rel["experiment"])}</a>'
+            f"{' (figure ' + figures + ')' if figures else ''}{': ' + escape(rel['text']) if rel.get('text') else ''}"
+            f". Written by <code>{escape(rel['command'])}</code>{where}.</p>")
 
 
 def _meta_item(key: str, value: Any) -> str:
