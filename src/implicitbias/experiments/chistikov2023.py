@@ -205,8 +205,7 @@ FIG1 = Experiment(
     claims=(Figure1Claims(),),
     tables=_fig1_tables,
     related=(Related("chistikov2023-fig1-census", ("census_median_of_5", "census_categories"),
-                     "Figure 1's setting over 50 trials per cell, each trial's category (aligned, far from the "
-                     "median, off the bundle, two bundles) and where a median of five can lie"),),
+                     "50 trials per cell, each trial's category and where a median of five can lie"),),
     settings_source="All from the paper (Sec. 8): m = 200, balanced init z_j ~ N(0, I/(dm)), s_j ~ "
                     "Unif{+-1}, lambda = 4^2..4^-13, d = 4..1024, n = d, centred (rho = 1) and uncentred "
                     "(rho = sqrt2 - 1) data, 5 trials, stop at loss < 1e-9 or 2e7 GD steps of lr 0.01 = time "

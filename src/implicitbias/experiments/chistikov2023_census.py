@@ -207,10 +207,14 @@ _CATEGORY_STYLE = {"aligned": ("C2", "aligned"), "near_median": ("C0", f"unalign
 
 def _category_figure(results):
     table = _fraction_table(results)
-    keys = sorted({(r["scheme"], r["d"], r["dtype"]) for r in table})
-    fig, axes = plt.subplots(1, len(keys), figsize=(2.6 * len(keys) + 0.6, 3.4), squeeze=False, sharey=True)
-    for ax, key in zip(axes[0], keys):
+    schemes, cols = sorted({r["scheme"] for r in table}), sorted({(r["d"], r["dtype"]) for r in table})
+    fig, axes = plt.subplots(len(schemes), len(cols), figsize=(max(2.6 * len(cols) + 2.4, 9.0), 2.9 * len(schemes)),
+                             squeeze=False, sharey=True)
+    for ax, key in ((axes[i, j], (sc, *col)) for i, sc in enumerate(schemes) for j, col in enumerate(cols)):
         rows = sorted((r for r in table if (r["scheme"], r["d"], r["dtype"]) == key), key=lambda r: -r["lambda"])
+        if not rows:
+            ax.set_visible(False)
+            continue
         x, bottom = np.arange(len(rows)), np.zeros(len(rows))
         for cat in CATEGORIES:
             colour, label = _CATEGORY_STYLE[cat]
@@ -221,7 +225,8 @@ def _category_figure(results):
         ax.set_title(f"{key[0]}, d = {key[1]}" + ("" if key[2] == "float64" else f", {key[2]}")
                      + f"\n{rows[0]['trials']} trials", fontsize=8)
         ax.set_xlabel("lambda", fontsize=7)
-    axes[0, 0].set_ylabel("fraction of trials")
+    for row in axes:
+        row[0].set_ylabel("fraction of trials")
     axes[0, -1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return fig
 
