@@ -12,7 +12,7 @@ active neuron outside the bundle. The census sorts every neuron j (w_j its input
 Bundles (`bundles`). Usually one: u = sum_{j active, a_j > 0} a_j w_j (the positive active neurons, each weighted
 by a_j ||w_j||, so that the grown bundle dominates). But some trials end with the positive neurons in two
 directions a fixed angle apart (centred d = 4 of the full census: 3 of 50 trials at every lambda <= 4^-7, two
-groups of 35-45 neurons carrying 0.4-0.6 of sum |a_j| ||w_j|| each, 0.04-0.3 rad apart at every lambda), and
+groups of 34-48 neurons carrying 0.38-0.62 of sum |a_j| ||w_j|| each, 0.04-0.28 rad apart at every lambda), and
 their single u lies between the two: every neuron was "unaligned", with an unaligned share of 1. So: the active
 positive neurons carrying weight (share >= `WEIGHT_REL`, as `weighted_max_angle`) are linked when their angle is
 <= `BUNDLE_MERGE` c lambda (two neurons within c lambda of one direction are within 2 c lambda of each other),
@@ -24,7 +24,9 @@ sum a_j w_j over its members; with one bundle that is u above, so a rank-1 netwo
 the single-bundle census (version 1). The number of bundles is stored per run (`census.bundles`; 0 when no
 positive neuron is active), each neuron's bundle in `census.bundle` (-1: inactive). A bundle of the second
 direction can itself be spread wider than 2 c lambda, and then counts as several bundles: the count is the
-number of directions resolved at the census' resolution c lambda, not a rank.
+number of directions resolved at the census' resolution c lambda, not a rank (one of the three trials above has
+3 bundles at 4^-10, its second direction spread over ~5 c lambda with 0.17 of the weight more than c lambda
+from either bundle direction, and 7 at 4^-13).
 
 `ALIGN_C` = c = 100. Why a multiple of lambda, and which: while a neuron is active on every training point,
 its component orthogonal to gamma_[n] does not move (the linear phase of the dynamics changes only its

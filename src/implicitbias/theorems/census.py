@@ -47,7 +47,8 @@ class CensusTheorem7(Theorem):
         lambda |z_perp| has angle ~ lambda |z_perp| / ||w_j||, so one unaligned at angle > c lambda has
         ||w_j|| < |z_perp| / c and (balanced, sum ||w||^2 ~ 1) share < (|z_perp| / c)^2 <~ (0.3 / 100)^2 ~ 1e-5;
         a larger share means a neuron that grew off the bundle: a negative-sign one (a positive one that grew
-        is a bundle of its own, `metrics.census.BUNDLE_SHARE`, the same bound).
+        is a bundle of its own, `metrics.census.BUNDLE_SHARE`, the same bound), or grown neurons of a bundle
+        spread wider than c lambda about its direction.
     bundle_tol: the fraction of trials at the smallest lambda whose positive neurons form two bundles or more
         must be at most this (ours: 0, the theorem's limit has one direction; a nonzero value reads it as "in
         most trials").
