@@ -117,6 +117,11 @@ def files(tmp_path_factory) -> dict[str, str]:
         shutil.copy(good, root / name / "results.nc")
         _damage(root / name / "results.nc", node, attribute, text)
         out[name] = str(root / name)
+    for name, text in [("partial_yaml", "model: {width: [1,\n"), ("partial_list", "- not\n- a mapping\n"),
+                       ("partial_field", "experiment: chistikov2023-fig1\nquick: true\ntrials: -1\n")]:
+        (root / name).mkdir()
+        (root / name / "config.yaml").write_text(text)
+        out[name] = str(root / name)
     truncated = root / "truncated"
     truncated.mkdir()
     (truncated / "results.nc").write_bytes(good.read_bytes()[: good.stat().st_size // 2])
@@ -232,6 +237,12 @@ BAD_INPUTS = [
     ("report {bad_runs}", "damaged"),
     ("report {bad_spec}", "damaged"),
     ("report {root}/good --verbose=2", "--verbose"),
+    ("report --partial {missing}", "missing"),  # a run that has not finished: its config.yaml and runs/
+    ("report --partial {garbage}", "config.yaml does not exist"),
+    ("report --partial {partial_yaml}", "damaged"),
+    ("report --partial {partial_list}", "damaged"),
+    ("report --partial {partial_field}", "trials"),
+    ("report --partial {plain}", "plain"),
     ("report", "dir"),
     # index
     ("index {plain}", "plain"),
@@ -500,3 +511,30 @@ def test_the_directory_lock_waits_for_a_live_holder_and_ignores_a_killed_one(tmp
         assert len(said) == 1 and str(tmp_path) in said[0] and f"pid {os.getpid()}" in said[0], said
     thread.join(5)
     assert entered.is_set()
+
+
+def test_a_partial_report_shows_the_finished_runs_and_the_resumed_run_the_whole(reference, tmp_path):
+    kept = _finished(reference, tmp_path, 2)  # 2 of SMALL's 4 runs, as a killed sweep leaves them
+    shutil.copy(reference / "config.yaml", tmp_path / "config.yaml")
+    code, text = _cli(["report", str(tmp_path)])  # no results.nc: the plain report refuses, naming the file
+    assert code == 2 and "results.nc does not exist" in text, text
+    code, text = _cli(["report", "--partial", str(tmp_path)])
+    assert code == 0, text
+    assert "2 of 4 runs finished" in text
+    assert "2 of 4 runs finished" in (tmp_path / "report.html").read_text(encoding="utf-8")
+    part, whole = load(tmp_path), load(reference)
+    assert len(part.runs) == 2
+    for spec, ds in zip(part.runs, part.arrays):
+        same = whole.arrays[[r.key() for r in whole.runs].index(spec.key())]
+        np.testing.assert_array_equal(ds["max_angle"].values, same["max_angle"].values)
+    code, text = _cli(["run", *SMALL, "--workers", "0", "--out", str(tmp_path)])  # resumes: the whole results
+    assert code == 0, text
+    _assert_resumed_equals(reference, tmp_path, kept)
+
+
+def test_a_partial_report_of_a_directory_without_runs_names_what_is_missing(reference, tmp_path):
+    shutil.copy(reference / "config.yaml", tmp_path / "config.yaml")
+    code, text = _cli(["report", "--partial", str(tmp_path)])
+    assert code == 2 and "holds none of the 4 runs" in text, text
+    code, text = _cli(["report", "--partial", str(tmp_path / "absent")])
+    assert code == 2 and "does not exist" in text, text

@@ -69,7 +69,7 @@ def cmd_report(args) -> int:
     from implicitbias.pipeline import report
 
     try:
-        results = report(args.dir)
+        results = report(args.dir, partial=args.partial)
     except RuntimeError as exc:  # the figures or the page could not be drawn: the line says what is kept
         print(exc, file=sys.stderr)
         return EXIT_PREDICTION_FAILED
@@ -115,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
                 ("run", cmd_run, "name", "train an experiment and write config, results, figures, checks, report",
                  RUN_OPTIONS),
                 ("report", cmd_report, "dir", "rebuild figures and report from DIR/results.nc without training",
-                 RUN_OPTIONS[-1:]),
+                 RUN_OPTIONS[-1:] + [("--partial", bool, "report the runs finished so far in the directory of a run "
+                                      "that has not finished (interrupted, or training elsewhere)")]),
                 ("index", cmd_index, "dir", "write DIR/index.html listing every run directory under DIR", [])]
     for name, fn, positional, text, options in commands:
         p = sub.add_parser(name, help=text)

@@ -166,21 +166,37 @@ def _finish(exp: Experiment, results: Results, out: Path, record: RunRecord, inf
 
 
 def report(path: str | os.PathLike, *, experiment: Experiment | None = None,
-           log: Callable[[str], None] | None = None) -> Results:
+           log: Callable[[str], None] | None = None, partial: bool = False) -> Results:
     """Check again and redraw a finished run directory (or its results.nc) without training: figures, tables,
     checks.json and report.html.  Reference solutions come from the directory's memo: none is solved again.
-    A drawing failure raises (`RuntimeError` with the line `outputs_failed` prints)."""
+    A drawing failure raises (`RuntimeError` with the line `outputs_failed` prints).
+
+    partial: the directory of a run that has not finished (interrupted, or still training in another process):
+    the results are the runs of its config.yaml stored so far in its runs/ (`finished_so_far`), written to
+    results.nc with figures, checks and a report that say how many of the runs they hold; a later `implicitbias
+    run` of the same command resumes and writes the whole results over them."""
     say = log or (lambda message: print(message, file=sys.stderr))
     out = Path(path)
     if not out.exists():
         raise ConfigError(f"{out} does not exist: give the directory written by `implicitbias run` (or its results.nc)")
     file = out / "results.nc" if out.is_dir() else out
     preflight.check_devices()  # the checks are recomputed with JAX
-    try:
-        results = load(out, experiment=experiment)
-    except ConfigError as exc:
-        text = str(exc)
-        raise ConfigError(text if str(file) in text else f"{file} is damaged or from another version: {text}") from None
+    info: dict = {"rebuilt from": str(file)}
+    if partial:
+        if not out.is_dir():
+            raise ConfigError(f"--partial needs the run directory, not {out}: its config.yaml and runs/ are read")
+        results, total, quick = finished_so_far(out, experiment=experiment, warn=say)
+        info = {"variant": "quick" if quick else "full",
+                "partial": f"{len(results.runs)} of {total} runs finished (read from {out}/runs/)"}
+        say(f"{results.experiment}: {len(results.runs)} of {total} runs finished")
+        save_results(results, file)
+    else:
+        try:
+            results = load(out, experiment=experiment)
+        except ConfigError as exc:
+            text = str(exc)
+            raise ConfigError(text if str(file) in text else f"{file} is damaged or from another version: {text}") \
+                from None
     out = file.parent
     with memo_directory(out):
         results.checks = evaluate_checks(results.definition, results)
@@ -188,8 +204,7 @@ def report(path: str | os.PathLike, *, experiment: Experiment | None = None,
     results.record = record
     try:
         with memo_directory(out):
-            record.paths["report"] = str(write_outputs(results.definition, results, out, {"rebuilt from": str(file)},
-                                                       warn=say))
+            record.paths["report"] = str(write_outputs(results.definition, results, out, info, warn=say))
     except DRAWING_ERRORS as exc:
         record.outputs_error = outputs_failed(exc, out, "error")
         raise RuntimeError(record.outputs_error) from exc
@@ -199,6 +214,54 @@ def report(path: str | os.PathLike, *, experiment: Experiment | None = None,
         for failure in list(failures.values())[:10]:
             say(f"  {failure.get('label', '')} [{failure.get('key', '')}]: {failure.get('error', '')}")
     return results
+
+
+def finished_so_far(out: str | os.PathLike, *, experiment: Experiment | None = None,
+                    warn: Callable[[str], None] = print) -> tuple[Results, int, bool]:
+    """(the results of the runs stored so far in a run directory, the number of runs its config.yaml declares,
+    whether it is a quick variant).
+
+    The runs are those `implicitbias run` expands from the directory's config.yaml; each one found in runs/ is
+    read (a file that is unreadable or holds another run is reported and left out), with its data set from
+    data/ (drawn again from its seed when absent)."""
+    import pydantic
+    import yaml
+
+    from implicitbias.runs.execute import dataset_of
+
+    out = Path(out)
+    path = out / "config.yaml"
+    if not path.is_file():
+        raise ConfigError(f"{path} does not exist: give the directory written by `implicitbias run`")
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is damaged: it is not YAML ({type(exc).__name__}: {exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("experiment"), str):
+        raise ConfigError(f"{path} is damaged: the config.yaml of `implicitbias run` is a mapping naming its "
+                          "experiment")
+    name, quick = doc.pop("experiment"), bool(doc.pop("quick", False))
+    exp = experiment if experiment is not None else definitions.definition_of(name, out)
+    try:
+        config = ExperimentConfig(**doc)
+    except (pydantic.ValidationError, TypeError) as exc:
+        raise ConfigError(f"{path} is damaged: its config is not valid ({exc})") from None
+    runs = exp.runs(config)
+    store = RunStore(out, warn=warn)
+    kept, arrays, datasets = [], [], {}
+    for spec in runs:
+        ds = store.load_run(spec) if store.done(spec) else None
+        if ds is None:
+            continue
+        if spec.data_key() not in datasets:
+            datasets[spec.data_key()] = store.load_data(spec) or dataset_of(spec)
+        kept.append(spec)
+        arrays.append(ds)
+    if not kept:
+        raise ConfigError(f"{out}/runs/ holds none of the {len(runs)} runs of {path}: nothing to report yet")
+    results = Results(name, config, kept, arrays, datasets)
+    results.definition = exp
+    return results, len(runs), quick
 
 
 def load(path: str | os.PathLike, *, experiment: Experiment | None = None) -> Results:

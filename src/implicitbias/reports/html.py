@@ -48,7 +48,7 @@ _COLUMNS = ("cell", "statement", "measured", "relation", "bound", "verdict", "no
 #: rows in this order inside a theorem: failures first
 _ORDER = {"fails": 0, "outside_scope": 1, "not_evaluated": 2, "holds": 3}
 #: run_info keys shown in the headline's one-line summary of the run
-_META = ("variant", "method", "started", "wall_time_s")
+_META = ("variant", "partial", "method", "started", "wall_time_s")
 
 _CSS = """
 header.headline { margin-bottom: 0.6rem; } header.headline p { margin: 0.15rem 0; }
