@@ -13,6 +13,9 @@ import pydantic
 from implicitbias._spec import ConfigError
 from implicitbias.data.dataset import Dataset, DataSpec, random_orthonormal, signs, streams
 
+#: the largest allowed angle between v* and a training point, and the default: the paper's redraw rule (pi/2)
+MAX_DATA_ANGLE = math.pi / 2
+
 
 def _relu(z):
     return np.maximum(z, 0.0)
@@ -36,8 +39,12 @@ class TeacherNeuron(DataSpec):
     (centred: cos ~ 1/sqrt(1 + rho) = 1/sqrt(2); uncentred: cos ~ 1/(1 + rho) = 1/sqrt(2)), and it is
     what the paper's Sec. 7 (X square and invertible) assumes.
     include_x0 = true adds x_0 as the first training point (n = d + 1) for the other reading.
-    rho: overrides the scheme's default. Redraw rule: if any <v*, x_i> <= 0 (an angle >= pi/2) the
-    whole data set (mu, x_0 and the x_i) is redrawn, at most max_redraws times.
+    rho: overrides the scheme's default. Redraw rule: if an angle between v* and a training point reaches
+    max_data_angle (default pi/2, the paper's experiments: any <v*, x_i> <= 0) the whole data set (mu, x_0 and
+    the x_i) is redrawn, at most max_redraws times. max_data_angle = pi/4 gives the data Theorem 7 assumes
+    (every angle below pi/4); a draw then succeeds with probability roughly 2^-d, so it needs a larger
+    max_redraws for d beyond ~8. Allowed: 0 < max_data_angle <= pi/2. At the default the field is left out of
+    the spec's dump, so the identity of data sets drawn before the field existed is unchanged.
     Labels y_i = [<v*, x_i>]_+; test set: n_test (64) inputs from N(0, I_d) with teacher labels.
     info: v_star, mu, x0 (uncentred only), rho, redraws.
     """
@@ -49,6 +56,15 @@ class TeacherNeuron(DataSpec):
     include_x0: bool = False
     n_test: int = pydantic.Field(64, ge=0)
     max_redraws: int = pydantic.Field(10_000, ge=0)
+    max_data_angle: float = pydantic.Field(MAX_DATA_ANGLE, gt=0.0, le=MAX_DATA_ANGLE, allow_inf_nan=False)
+
+    @pydantic.model_serializer(mode="wrap")
+    def _default_angle_left_out(self, handler):
+        # runs and data sets are identified by a hash of their spec's dump: the default angle stays out of it
+        dump = handler(self)
+        if self.max_data_angle == MAX_DATA_ANGLE:
+            dump.pop("max_data_angle", None)
+        return dump
 
     @pydantic.model_validator(mode="after")
     def _x0_only_uncentred(self):
@@ -72,19 +88,26 @@ class TeacherNeuron(DataSpec):
         v = x0 / np.linalg.norm(x0)
         return mu, (np.vstack([x0, X]) if self.include_x0 else X), v, x0
 
+    def _accepted(self, X, v) -> bool:
+        """Every angle between v* and a row of X below max_data_angle (at pi/2: every <v*, x_i> > 0, as
+        before the field existed, bit for bit)."""
+        if self.max_data_angle == MAX_DATA_ANGLE:
+            return bool(np.all(X @ v > 0))
+        return bool(np.all(X @ v > math.cos(self.max_data_angle) * np.linalg.norm(X, axis=1)))
+
     def generate(self, seed: int) -> Dataset:
         r_data, r_test = streams(seed, 2)
         redraws = 0
         while True:
             mu, X, v, x0 = self._draw_once(r_data)
-            if np.all(X @ v > 0):
+            if self._accepted(X, v):
                 break
             redraws += 1
             if redraws > self.max_redraws:
                 raise ConfigError(
-                    f"TeacherNeuron: no draw with every angle between v* and x_i below pi/2 in "
-                    f"max_redraws = {self.max_redraws} redraws (d = {self.d}, rho = {self.rho_value}): "
-                    "increase max_redraws or lower rho"
+                    f"TeacherNeuron: no draw with every angle between v* and x_i below max_data_angle = "
+                    f"{self.max_data_angle:.6g} in max_redraws = {self.max_redraws} redraws (d = {self.d}, rho = "
+                    f"{self.rho_value}): increase max_redraws, lower rho or raise max_data_angle"
                 )
         teacher = lambda Z: _relu(Z @ v)
         X_test, y_test = _gaussian_test(r_test, self.n_test, self.d, teacher)
