@@ -115,8 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
                 ("run", cmd_run, "name", "train an experiment and write config, results, figures, checks, report",
                  RUN_OPTIONS),
                 ("report", cmd_report, "dir", "rebuild figures and report from DIR/results.nc without training",
-                 RUN_OPTIONS[-1:] + [("--partial", bool, "report the runs finished so far in the directory of a run "
-                                      "that has not finished (interrupted, or training elsewhere)")]),
+                 RUN_OPTIONS[-1:] + [("--partial", bool, "the runs finished so far of a run not finished yet")]),
                 ("index", cmd_index, "dir", "write DIR/index.html listing every run directory under DIR", [])]
     for name, fn, positional, text, options in commands:
         p = sub.add_parser(name, help=text)

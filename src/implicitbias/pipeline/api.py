@@ -21,6 +21,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pydantic
+import yaml
+
 from implicitbias._spec import ConfigError
 from implicitbias.experiments.base import Experiment
 from implicitbias.experiments.config import ExperimentConfig
@@ -29,6 +32,7 @@ from implicitbias.pipeline.checks import evaluate_checks
 from implicitbias.pipeline.outputs import write_config, write_outputs
 from implicitbias.reference.memo import memo_directory
 from implicitbias.runs.budget import check_fits
+from implicitbias.runs.execute import dataset_of
 from implicitbias.runs.results import Results
 from implicitbias.storage.lock import directory_lock
 from implicitbias.storage.stacked import load_results, save_results
@@ -224,11 +228,6 @@ def finished_so_far(out: str | os.PathLike, *, experiment: Experiment | None = N
     The runs are those `implicitbias run` expands from the directory's config.yaml; each one found in runs/ is
     read (a file that is unreadable or holds another run is reported and left out), with its data set from
     data/ (drawn again from its seed when absent)."""
-    import pydantic
-    import yaml
-
-    from implicitbias.runs.execute import dataset_of
-
     out = Path(out)
     path = out / "config.yaml"
     if not path.is_file():
