@@ -223,3 +223,20 @@ def test_the_neuron_that_sets_the_max_angle_is_named_with_its_weight_share():
     Ws = W.copy()
     Ws[2] *= 1e-12
     assert weighted_max_angle(Ws, np.linalg.norm(Ws, axis=1), X) < 0.02
+
+
+def test_the_linearised_rates_equal_those_of_the_explicit_jacobian():
+    """K = R R^T + ((D a^2) D^T) * (X X^T) is J J^T without forming J: against J built row by row (both layers,
+    the kink taken as inactive: one pre-activation set to exactly 0)."""
+    rng = np.random.default_rng(7)
+    n, d, m = 9, 6, 11
+    X, W, a = rng.standard_normal((n, d)), rng.standard_normal((m, d)), rng.standard_normal(m)
+    W[0] -= (X[0] @ W[0]) / (X[0] @ X[0]) * X[0]  # <w_0, x_0> = 0: on the kink
+    pre = X @ W.T
+    rows = [np.concatenate([np.maximum(pre[i], 0.0), ((pre[i] > 0) * a)[:, None] * X[i][None, :]], axis=None)
+            for i in range(n)]  # dN(x_i)/da_j = relu(<w_j, x_i>), dN(x_i)/dw_j = a_j 1(<w_j, x_i> > 0) x_i
+    J = np.stack(rows)
+    ev = np.linalg.eigvalsh(J @ J.T)
+    lo, hi = linearised_rate(W, a, X)
+    np.testing.assert_allclose([lo, hi], [2 * ev[0] / n, 2 * ev[-1] / n], rtol=1e-10)
+    assert not np.isclose(lo, 2 * np.linalg.eigvalsh(np.maximum(pre, 0.0) @ np.maximum(pre, 0.0).T)[0] / n)
