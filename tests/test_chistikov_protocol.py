@@ -184,3 +184,27 @@ def test_medians_are_over_trials():
     assert med[("paper", "uncentred", 4, 1e-2)]["trials"] == 3
     # negative control: a table built on the wrong metric gives another number
     assert med[("paper", "uncentred", 4, 1e-2)][WEIGHTED] != 2.0
+
+
+def _gd_flow_rows(shift: float) -> list[dict]:
+    """GD and flow rows of one cell per lambda; the flow's angle ~ lambda read at lambda x shift."""
+    rows = []
+    for lam in (4.0**-4, 4.0**-8):
+        for trial in range(3):
+            angle = 0.3 * lam * (1 + 0.01 * trial)
+            rows.append({"part": "paper", "scheme": "centred", "d": 4, "lambda": lam, "trial": trial,
+                         "max_angle": angle, WEIGHTED: angle, "capped": False})
+            rows.append({"part": "flow", "scheme": "centred", "d": 4, "lambda": lam, "trial": trial,
+                         "max_angle": angle * shift * 1.02, WEIGHTED: angle, "capped": False})
+    return rows
+
+
+def test_the_gd_flow_claim_holds_for_a_tracking_gd_and_fails_for_a_shifted_grid():
+    from implicitbias.experiments.chistikov2023_protocol import ProtocolClaims, gd_flow_gap
+
+    bound = ProtocolClaims().gap
+    gap, _ = gd_flow_gap(_gd_flow_rows(1.0))
+    assert gap == pytest.approx(math.log(1.02)) and gap <= bound
+    gap, where = gd_flow_gap(_gd_flow_rows(4.0))  # negative control: angles read one lambda step off
+    assert gap > bound and "lambda" in where
+    assert math.isnan(gd_flow_gap([r for r in _gd_flow_rows(1.0) if r["part"] == "paper"])[0])
