@@ -180,7 +180,10 @@ FIG1 = Experiment(
             "than 10 times above the median max angle (16 with a neuron that stays off the bundle as lambda "
             "falls, 3 with two bundles of positive neurons), and a median of five lies between 7e-7 and 2 rad "
             "(5% to 95% over every draw); that experiment's census_median_of_5 figure gives the band for every "
-            "cell, the range any published five-trial median should fall in.",
+            "cell, the range any published five-trial median should fall in. At d = 1024 (748 of the 800 runs, measured "
+            "2026-12-03) the recorded max angle stays at 1.6-1.8 rad at every lambda in both schemes: a few "
+            "negative-sign neurons stay active on a single training point, shrunk below their init size, when the "
+            "residuals vanish; the max angle over the neurons carrying weight falls like lambda.",
     config=ExperimentConfig(
         model=NET,
         data=TeacherNeuron(d=4, scheme="centred", n_test=64),
