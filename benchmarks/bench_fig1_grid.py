@@ -38,36 +38,12 @@ import jax
 import numpy as np
 import xarray as xr
 
+from bench_gf_eval_cost import bare_gradient  # this folder is on sys.path when run as a script
 from implicitbias.experiments import get
 from implicitbias.runs.execute import dataset_of, train_group
-from implicitbias.training.problem import Problem
 
 DIMS = (4, 16, 64, 256, 1024)
 SCHEMES = ("centred", "uncentred")
-
-
-def gradient_seconds(spec, repeats: int = 5) -> float:
-    """Seconds of one bare jitted gradient of the run's risk (the function the solver evaluates), median."""
-    data = dataset_of(spec)
-    problem = Problem(spec.model, spec.loss)
-    hp = {"seed": np.asarray(spec.seed), "init_scale": np.asarray(spec.init_scale)}
-    theta, const = problem.init(hp, data.d)
-    grad = jax.jit(jax.grad(lambda th: problem.risk(hp, th, const, data.X, data.y)))
-    jax.block_until_ready(grad(theta))
-    times = []
-    for _ in range(repeats):
-        n = 1
-        while True:
-            start = time.perf_counter()
-            for _ in range(n):
-                out = grad(theta)
-            jax.block_until_ready(out)
-            elapsed = time.perf_counter() - start
-            if elapsed > 0.2:
-                break
-            n *= 2
-        times.append(elapsed / n)
-    return float(np.median(times))
 
 
 def train_one(spec) -> dict:
@@ -99,7 +75,7 @@ def column(d: int, lambdas: list[float], per_column: int) -> dict:
         compile_s.append(max(first["wall_s"] - again["wall_s"], 0.0))
         rows.append(again)
         rows += [train_one(r) for r in mine[1:]]
-    bare = gradient_seconds(runs[0])
+    bare = float(bare_gradient(runs[0], dataset_of(runs[0]))[0])  # wall seconds, median of 7
     wall = np.array([r["wall_s"] for r in rows])
     evals = np.array([r["evals"] for r in rows])
     per_eval = float(np.median(wall / evals))
