@@ -68,7 +68,7 @@ def test_the_flow_part_has_the_same_members_as_the_paper_part():
 def test_lambdas_and_trials_are_batched_in_one_call():
     exp = get(NAME)
     groups = [g for g in group_runs(exp.runs(exp.resolve())) if g[0].part == "paper"]
-    assert max(len(g) for g in groups) == 64 and sum(len(g) for g in groups) == 320
+    assert max(len(g) for g in groups) == 16 and sum(len(g) for g in groups) == 320
     for g in groups:
         assert len({r.static_key() for r in g}) == 1
         assert len({r.trial for r in g}) == 5 and len({r.data_key() for r in g}) == 5  # different data per trial

@@ -283,3 +283,28 @@ def test_gradient_flow_batch_goes_on_with_its_running_members_only_in_groups(mon
         # equal up to the last bits of batch-size-dependent arithmetic, carried through the adaptive steps
         # (the largest difference: the loss at an early stop, 5e-7 relative, as the stop time moves a little)
         np.testing.assert_allclose(compact[name].values, full[name].values, rtol=1e-6, atol=1e-12, err_msg=name)
+
+
+def test_gd_batch_goes_on_with_its_running_members_once_they_fit_half_of_it(monkeypatch):
+    # six of eight members converge within ~1e3 steps; the other two go on alone, as a batch of 2
+    train_module = TRAIN_MODULE
+    data = TeacherNeuron(d=3, scheme="centred").generate(seed=0)
+    model = TwoLayer(width=12, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
+    kwargs = dict(method=GD(lr=0.05), stop=Stop(loss_tol=1e-6, max_steps=40_000),
+                  batch={"init_scale": [0.5] * 6 + [0.01, 0.001], "seed": list(range(8))}, checkpoints=12,
+                  kkt=False)
+    sizes = []
+    real = train_module._Active._shrink
+
+    def spy(self, carry):
+        real(self, carry)
+        sizes.append(8 if self.groups is None else len(self.groups[0][0]))
+
+    monkeypatch.setattr(train_module._Active, "_shrink", spy)
+    compact = train(model, data, Loss(name="square"), **kwargs)
+    full = train(model, data, Loss(name="square"), compact=False, **kwargs)
+    steps = full["step"].values[:, -1]
+    assert np.sum(steps < steps.max()) >= 4, "the members must stop at different steps for this test to mean something"
+    assert min(sizes) <= 4, "once at most half of the batch runs, only the running members go on"
+    for name in ("loss", "max_angle", "step", "theta.W", "theta.a", "status"):
+        np.testing.assert_allclose(compact[name].values, full[name].values, rtol=1e-12, atol=0, err_msg=name)

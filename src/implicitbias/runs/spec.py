@@ -165,10 +165,11 @@ def group_by(runs: Sequence[RunSpec], *fields: str) -> dict[tuple, list[int]]:
     return out
 
 
-def group_runs(runs: Iterable[RunSpec], *, max_flow: int = 1, max_discrete: int = 64) -> list[list[RunSpec]]:
+def group_runs(runs: Iterable[RunSpec], *, max_flow: int = 1, max_discrete: int = 16) -> list[list[RunSpec]]:
     """Split runs into compiled calls: runs with equal static parts, in chunks of at most `max_flow`
     (gradient flow: an adaptive vmapped solve moves at its slowest member's pace, so on a CPU one
-    member per call) or `max_discrete` (fixed-step methods advance in lockstep at no cost).  The
+    member per call) or `max_discrete` (fixed-step methods advance in lockstep; the defaults are
+    `implicitbias.sweeps.sweep.task_sizes` on a CPU).  The
     split depends only on the runs, never on the number of workers."""
     by_static: dict[str, list[RunSpec]] = {}
     for spec in runs:

@@ -183,10 +183,13 @@ def run_sweep(runs: Sequence[RunSpec], store: RunStore, *, workers: int | None =
 def task_sizes() -> tuple[int, int]:
     """(gradient-flow runs, discrete-method runs) per task.  On a CPU a vmapped adaptive solve costs
     members x the steps of the slowest member, so gradient flow runs one member per task, while fixed-step
-    methods share a vmapped call of up to 64; an accelerator computes a wide batch in about the time of
-    one member, so there tasks are large vmapped groups (one worker per device)."""
+    methods share a vmapped call of up to 16: a GD step of S11's network (m = 200) costs a member 1.8 us in a
+    batch of 16 at d = 4 (3.4 alone, 2.4 in a batch of 64) and ~10 us in any batch at d = 16
+    (`benchmarks/bench_gd_batch.py`), and smaller tasks spread a sweep's slowest members over the workers.
+    An accelerator computes a wide batch in about the time of one member, so there tasks are large vmapped
+    groups (one worker per device)."""
 
-    return (1, 64) if jax.default_backend() == "cpu" else (64, 1024)
+    return (1, 16) if jax.default_backend() == "cpu" else (64, 1024)
 
 
 #: the clients a `cluster_scope` will close; None outside a scope (each sweep closes its own)

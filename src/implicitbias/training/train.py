@@ -150,9 +150,11 @@ def train(
     keep_trajectory: also store the parameters at every checkpoint (`trajectory.theta.<name>`), so
         every recorded metric can be recomputed; final parameters are always stored.
     kkt: record the KKT residual of S10 for homogeneous classification models.
-    compact: for adaptive methods (gradient flow), advance only the members still running, in groups of similar pace
-        (batches of 2^k, each size compiled once): a vmapped adaptive solver advances at the pace of its
-        slowest member and computes every member at every step.
+    compact: advance only the members still running. Adaptive methods (gradient flow): in groups of similar pace
+        (batches of 2^k, each size compiled once), since a vmapped adaptive solver advances at the pace of its
+        slowest member and computes every member at every step. Fixed-step methods: once at most half of the
+        batch still runs (members that converged or diverged have stopped), the running ones alone, as one
+        batch of 2^k (a vmapped loop computes every member until the last one stops).
     """
     entered = _time.perf_counter()
     loss = loss or default_loss(data if not isinstance(data, Sequence) else data[0])
@@ -187,7 +189,8 @@ def train(
         rows, kkt_rows, ticks, trajectory = [], [], [], []
         first_checkpoint = None  # seconds from entering train to the first recorded checkpoint (compiles included)
         bar = _progress_bar(len(grid), progress)
-        active = _Active(hp_j, const, X, y, batched, enabled=compact and method.is_adaptive)
+        active = _Active(hp_j, const, X, y, batched, enabled=compact,
+                         adaptive=method.is_adaptive)
         for target in grid:
             carry = active.advance(advance, carry, target)
             rows.append(recorder.host(jax.device_get(record(hp_j, carry["theta"], const, X, y, Xt, yt, ref))))
@@ -276,15 +279,21 @@ class _Active:
     running members are sorted by the steps they took in it and split into groups (batches of 2^k,
     so that few shapes are compiled) that minimise sum(group size x steps of its slowest member);
     stopped members are not advanced again.  Each member makes the same computation as in the full
-    batch; results agree up to rounding that depends on the batch size."""
+    batch; results agree up to rounding that depends on the batch size.
+
+    A fixed-step method (`adaptive=False`) moves every running member by the same steps, so its running
+    members form one group, without dummies; it is formed once at most half of the current batch runs, so
+    that a batch is compiled at most log2(size) times and a batch in which every member runs is never
+    regrouped."""
 
     #: fixed cost of one more group (a call, its dummy members), in member-steps
     GROUP_COST = 50
 
-    def __init__(self, hp, const, X, y, batched: bool, enabled: bool):
+    def __init__(self, hp, const, X, y, batched: bool, enabled: bool, adaptive: bool = True):
         self.args = (hp, const, X, y)
         self.batched = batched
         self.enabled = enabled
+        self.adaptive = adaptive
         self.groups = None  # None: the whole batch as one call; else [(members, n_real, args)]
 
     def advance(self, advance, carry, target):
@@ -295,9 +304,19 @@ class _Active:
             for members, n_real, args in self.groups:
                 part = advance(_take(carry, members), target, *args)
                 carry = _put(carry, members[:n_real], _take(part, np.arange(n_real)))
-        if self.enabled:
+        if self.enabled and self.adaptive:
             self._regroup(carry, np.asarray(carry["step"]) - before)
+        elif self.enabled:
+            self._shrink(carry)
         return carry
+
+    def _shrink(self, carry) -> None:
+        status = np.asarray(carry["status"])
+        running = np.flatnonzero(status == Status.RUNNING)
+        size = status.size if self.groups is None else len(self.groups[0][0])  # the batch computed now
+        if len(running) == 0 or 2 * len(running) > size:
+            return
+        self._set_groups([running], pad=False)
 
     def _regroup(self, carry, steps) -> None:
         status = np.asarray(carry["status"])
@@ -318,11 +337,14 @@ class _Active:
         if len(bounds) == 1 and k == len(status):
             self.groups = None  # everyone runs, at one pace: the whole batch
             return
+        self._set_groups([order[j:i] for j, i in reversed(bounds)])
+
+    def _set_groups(self, parts, pad: bool = True) -> None:
         hp, const, X, y = self.args
         self.groups = []
-        for j, i in reversed(bounds):
-            real = order[j:i]
-            members = np.concatenate([real, np.repeat(real[-1:], _pow2(len(real)) - len(real))])
+        for real in parts:
+            size = _pow2(len(real)) if pad else len(real)
+            members = np.concatenate([real, np.repeat(real[-1:], size - len(real))])
             X_g, y_g = (_take(X, members), _take(y, members)) if self.batched else (X, y)
             self.groups.append((members, len(real), (_take(hp, members), _take(const, members), X_g, y_g)))
 
