@@ -24,6 +24,13 @@ evaluations at every d as at d = 16; this one measures them at every d instead.
     python benchmarks/bench_fig1_grid.py                                   # every d, 4 lambdas (~6 min here)
     python benchmarks/bench_fig1_grid.py --dims 256,1024 --reference 1e-6  # and the accuracy of the default
     python benchmarks/bench_fig1_grid.py --measured runs/chistikov2023-fig1 --json out.json
+    python benchmarks/bench_fig1_grid.py --kinks runs/chistikov2023-fig1 --dims 256,1024   # no training
+
+`--kinks DIR` trains nothing: it reads the finished runs of DIR at the chosen d and prints, per (d, scheme) and
+per run, the evaluations of the tail (from t = 100 to the end, when the loss is below ~1e-4 and the activation
+pattern has settled) against the number of (neuron, training point) pairs whose pre-activation w_j . x_i lies within
+|cos(w_j, x_i)| < 1e-6 of the ReLU kink at the end: the pairs that slide along a kink, where the vector field jumps
+and an explicit step's error is O(h).  It prints the rank correlation of the two over the runs.
 """
 
 from __future__ import annotations
@@ -124,15 +131,65 @@ def measured(directory: str) -> dict[int, dict]:
     return out
 
 
+def kinks(directory: str, dims: list[int], at: float = 100.0, tol: float = 1e-6) -> dict:
+    """Per stored run at the given d: tail evaluations (t >= `at`) and the pairs within `tol` of a kink at the end."""
+    from scipy.stats import spearmanr
+
+    exp = get("chistikov2023-fig1")
+    rows = []
+    for path in sorted(glob.glob(os.path.join(directory, "runs", "*.nc"))):
+        with xr.open_dataset(path) as ds:
+            spec = json.loads(ds.attrs["spec"])
+            if int(spec["data"]["d"]) not in dims:
+                continue
+            t, evals = ds["time"].values[0], ds["grad_evals"].values[0]
+            W, seconds = ds["theta.W"].values[0], float(ds.attrs["wall_time_s"])
+        start = int(np.searchsorted(t, at))
+        [run] = exp.runs(exp.resolve(overrides={"trials": spec["trial"] + 1, "grid": {
+            "data.scheme": [spec["data"]["scheme"]], "data.d": [spec["data"]["d"]],
+            "init_scale": [spec["init_scale"]]}}))[spec["trial"]:]
+        X = np.asarray(dataset_of(run).X)
+        cos = (W @ X.T) / (np.linalg.norm(W, axis=1)[:, None] * np.linalg.norm(X, axis=1)[None, :])
+        rows.append({"d": run.data.d, "scheme": run.data.scheme, "lambda": run.init_scale, "trial": run.trial,
+                     "tail_evals": float(evals[-1] - evals[min(start, len(t) - 1)]), "t_end": float(t[-1]),
+                     "evals": float(evals[-1]), "task_s": seconds, "sliding_pairs": int(np.sum(np.abs(cos) < tol)),
+                     "sliding_neurons": int(np.sum(np.any(np.abs(cos) < tol, axis=1)))})
+    by: dict = {}
+    for r in rows:
+        by.setdefault((r["d"], r["scheme"]), []).append(r)
+    out = {}
+    for (d, scheme), mine in sorted(by.items()):
+        tail = np.array([r["tail_evals"] for r in mine])
+        pairs = np.array([r["sliding_pairs"] for r in mine])
+        rho = float(spearmanr(tail, pairs)[0]) if len(mine) > 2 else float("nan")
+        share = tail.sum() / max(sum(r["evals"] for r in mine), 1.0)
+        print(f"d = {d:5d} {scheme:9s}: {len(mine)} runs; tail (t >= {at:g}) evaluations median {np.median(tail):.0f}, "
+              f"max {tail.max():.0f}, {share:.0%} of all; sliding pairs at the end median {np.median(pairs):.0f}, "
+              f"max {pairs.max()}; rank correlation tail evaluations ~ sliding pairs {rho:.2f}", flush=True)
+        for r in sorted(mine, key=lambda r: -r["tail_evals"])[:3]:
+            print(f"    lambda {r['lambda']:9.3g} trial {r['trial']}: {r['tail_evals']:8.0f} tail evaluations, "
+                  f"{r['sliding_pairs']} pairs in {r['sliding_neurons']} neurons, {r['task_s']:.0f} s", flush=True)
+        out[f"{d}-{scheme}"] = {"runs": mine, "spearman": rho, "tail_share": float(share)}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dims", default=",".join(map(str, DIMS)))
     parser.add_argument("--lambdas", default="2,-3,-8,-13", help="exponents k of the sampled lambdas 4^k")
     parser.add_argument("--reference", type=float, help="also run the sample at this rtol and compare the angles")
     parser.add_argument("--measured", help="output directory of a finished chistikov2023-fig1 run, to compare with")
+    parser.add_argument("--kinks", help="output directory of chistikov2023-fig1: tail evaluations against the pairs "
+                        "sliding along a kink, per stored run at --dims (trains nothing)")
     parser.add_argument("--workers", type=int, default=2, help="cores of the projected sweep (one worker each)")
     parser.add_argument("--json", help="write the numbers here")
     args = parser.parse_args()
+    if args.kinks:
+        found = kinks(args.kinks, [int(x) for x in args.dims.split(",")])
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(found, f, indent=2, default=float)
+        return
     exp = get("chistikov2023-fig1")
     config = exp.resolve()
     per_column = len(config.grid["data.scheme"]) * len(config.grid["init_scale"]) * config.trials
