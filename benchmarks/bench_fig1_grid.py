@@ -31,6 +31,14 @@ per run, the evaluations of the tail (from t = 100 to the end, when the loss is 
 pattern has settled) against the number of (neuron, training point) pairs whose pre-activation w_j . x_i lies within
 |cos(w_j, x_i)| < 1e-6 of the ReLU kink at the end: the pairs that slide along a kink, where the vector field jumps
 and an explicit step's error is O(h).  It prints the rank correlation of the two over the runs.
+
+`--step-error DIR --run D,SCHEME,K,TRIAL` trains nothing either: from the final parameters stored for that run
+(lambda = 4^K) it makes single RKC2 steps of several lengths h and prints the error estimate the step-size control
+sees (rms of |err_i| / (atol + rtol |y_i|), the default tolerances) with the share of the neurons that carry it.  An
+error of order h^3 (smooth flow) grows 1000-fold from h = 1 to h = 10; one that grows like h comes from steps that
+cross ReLU kinks.
+
+    python benchmarks/bench_fig1_grid.py --step-error runs/chistikov2023-fig1 --run 256,uncentred,-1,4
 """
 
 from __future__ import annotations
@@ -173,6 +181,60 @@ def kinks(directory: str, dims: list[int], at: float = 100.0, tol: float = 1e-6)
     return out
 
 
+def step_error(directory: str, which: str, lengths=(1.0, 3.0, 10.0, 30.0, 100.0)) -> list[dict]:
+    """One RKC2 step of each length from a stored run's final parameters: the controller's scaled error."""
+    import jax.numpy as jnp
+
+    from implicitbias.training.problem import Problem
+    from implicitbias.training.rkc import RKC2, GradientFlowTerm
+
+    d, scheme, k, trial = which.split(",")
+    lam, trial = 4.0 ** int(k), int(trial)
+    exp = get("chistikov2023-fig1")
+    run = exp.runs(exp.resolve(overrides={"trials": trial + 1, "grid": {
+        "data.scheme": [scheme], "data.d": [int(d)], "init_scale": [lam]}}))[trial]
+    ds = xr.open_dataset(os.path.join(directory, "runs", f"{run.key()}.nc"))
+    data = dataset_of(run)
+    X, y = jnp.asarray(data.X), jnp.asarray(data.y)
+    problem = Problem(run.model, run.loss)
+    theta0, const = problem.init({"seed": run.seed, "init_scale": lam}, int(d))
+    theta = {name: jnp.asarray(ds[f"theta.{name}"].values[0]) for name in theta0}
+
+    def rms(tree):
+        return float(np.sqrt(sum(np.sum(np.asarray(v) ** 2) for v in tree.values())
+                             / sum(np.size(v) for v in tree.values())))
+
+    def field(t, th, args):
+        value, grad = jax.value_and_grad(lambda p: problem.risk({}, p, const, X, y))(th)
+        return value, jax.tree_util.tree_map(jnp.negative, grad)
+
+    term, solver = GradientFlowTerm(field), RKC2()
+    state = solver.init(term, 0.0, 1.0, theta, None)
+    rtol = run.method.rtol
+    atol = max(1e-5 * rms(theta0), run.method.atol_rel * rms(theta))  # as `make_flow` and ScaledAtolController
+    W = np.asarray(theta["W"])
+    cos = (W @ np.asarray(X).T) / (np.linalg.norm(W, axis=1)[:, None] * np.linalg.norm(np.asarray(X), axis=1))
+    loss = float(problem.risk({}, theta, const, X, y))
+    print(f"{run.label()}: loss {loss:.3g} at the end; atol {atol:.3g}, rtol {rtol:g}", flush=True)
+    out = []
+    for h in lengths:
+        y1, err, _, after, _ = solver.step(term, 0.0, h, theta, None, state, False)
+        scaled = {name: np.abs(np.asarray(err[name])) / (atol + rtol * np.maximum(np.abs(np.asarray(theta[name])),
+                                                                                    np.abs(np.asarray(y1[name]))))
+                  for name in theta}
+        total = float(np.sqrt(sum(np.sum(v ** 2) for v in scaled.values()) / sum(v.size for v in scaled.values())))
+        per = np.sum(scaled["W"] ** 2, axis=1) + scaled["a"] ** 2
+        top = np.argsort(-per)[:20]
+        out.append({"h": h, "scaled_error": total, "stages": int(after["stages"]),
+                    "top20_share": float(per[top].sum() / per.sum()),
+                    "top20_active_points": [int(np.sum(cos[j] > 0)) for j in top],
+                    "top20_negative": int(np.sum(np.asarray(theta["a"])[top] < 0))})
+        print(f"    h = {h:6.1f}: scaled error {total:.3g} ({after['stages']} stages); the 20 neurons that carry most "
+              f"of it: {out[-1]['top20_share']:.0%}, {out[-1]['top20_negative']} of them with a < 0, active on "
+              f"{min(out[-1]['top20_active_points'])}-{max(out[-1]['top20_active_points'])} points", flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dims", default=",".join(map(str, DIMS)))
@@ -181,9 +243,18 @@ def main() -> None:
     parser.add_argument("--measured", help="output directory of a finished chistikov2023-fig1 run, to compare with")
     parser.add_argument("--kinks", help="output directory of chistikov2023-fig1: tail evaluations against the pairs "
                         "sliding along a kink, per stored run at --dims (trains nothing)")
+    parser.add_argument("--step-error", help="output directory of chistikov2023-fig1: the error of single RKC "
+                        "steps from the final parameters of --run (trains nothing)")
+    parser.add_argument("--run", default="256,uncentred,-1,4", help="D,SCHEME,K,TRIAL of --step-error (lambda 4^K)")
     parser.add_argument("--workers", type=int, default=2, help="cores of the projected sweep (one worker each)")
     parser.add_argument("--json", help="write the numbers here")
     args = parser.parse_args()
+    if args.step_error:
+        found = step_error(args.step_error, args.run)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(found, f, indent=2)
+        return
     if args.kinks:
         found = kinks(args.kinks, [int(x) for x in args.dims.split(",")])
         if args.json:
