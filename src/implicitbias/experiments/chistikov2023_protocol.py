@@ -288,16 +288,14 @@ PROTOCOL = Experiment(
                     "active = a training point in the open half-space. Ours: d in {4, 16} only (d >= 64 at 2e7 GD "
                     "steps is out of reach on a CPU); the flow part as chistikov2023-fig1 (RKC, rtol 1e-4, t = "
                     "2e5); the changed choices: a cap of 1e8 steps for 'converged', max_redraws 1e6 for pi/4. "
-                    "Cost, measured on 2 cores with other work running: a GD step of a batch of 64 members costs ~0.67 ms at "
-                    "d = 16 (10.5 us a member) and ~0.17 ms at d = 4 (2.7 us), and a batch advances in lockstep "
-                    "to its slowest member. At d = 16, uncentred, two of the five trials do not reach loss 1e-9 "
-                    "within gradient flow's t = 2e5, so the batch that holds them (lambda = 4^2..4^-10, all five "
-                    "trials) runs the full 2e7 steps: ~3.7 h on one core, the critical path of the full variant "
-                    "(everything else together ~2.9 h of CPU; centred d = 16 ends with its slowest trial, ~7e6 "
-                    "steps). `--set grid.data.d=[4]` keeps every part at d = 4 (minutes). The changed choices that "
-                    "need training (stopping rule, pi/4, x_0) run at "
-                    "d = 4 only, where a batch needs at most ~3e5 steps. Quick: d = 4, m = 50, lambda = 4^-2, 4^-6, "
-                    "4^-10, 3 trials, 5e4 steps (t = 500; the flow the same t), 'converged' capped at 3e5 steps.",
+                    "Cost: a GD step costs a member ~10 us at d = 16 and ~2-3 us at d = 4 in a task of 16 (benchmarks/"
+                    "bench_gd_batch.py), and a task goes on with its running members only once at most half of them "
+                    "run. At d = 16, uncentred, trials that do not reach loss 1e-9 run the full 2e7 steps (~200 s a "
+                    "member): the full variant took about 2.3 h on 2 cores (2026-12-03). `--set grid.data.d=[4]` "
+                    "keeps every part at d = 4 (minutes). The changed choices that need training (stopping rule, "
+                    "pi/4, x_0) run at d = 4 only, where a run needs at most ~3e6 steps. Quick: d = 4, m = 50, "
+                    "lambda = 4^-2, 4^-6, 4^-10, 3 trials, 5e4 steps (t = 500; the flow the same t), 'converged' "
+                    "capped at 3e5 steps.",
 )
 
 EXPERIMENTS = [PROTOCOL]
