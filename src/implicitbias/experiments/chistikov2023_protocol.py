@@ -291,7 +291,7 @@ PROTOCOL = Experiment(
                     "Cost: a GD step costs a member ~10 us at d = 16 and ~2-3 us at d = 4 in a task of 16 (benchmarks/"
                     "bench_gd_batch.py), and a task goes on with its running members only once at most half of them "
                     "run. At d = 16, uncentred, trials that do not reach loss 1e-9 run the full 2e7 steps (~200 s a "
-                    "member): the full variant needs more than 2.3 h on 2 cores (2026-12-03). `--set grid.data.d=[4]` "
+                    "member): the full variant took 2.4 h on 2 cores (8500 s at load 3.1, 2026-12-03). `--set grid.data.d=[4]` "
                     "keeps every part at d = 4 (minutes). The changed choices that need training (stopping rule, "
                     "pi/4, x_0) run at d = 4 only, where a run needs at most ~3e6 steps. Quick: d = 4, m = 50, "
                     "lambda = 4^-2, 4^-6, 4^-10, 3 trials, 5e4 steps (t = 500; the flow the same t), 'converged' "
