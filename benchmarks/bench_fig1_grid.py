@@ -139,11 +139,23 @@ def measured(directory: str) -> dict[int, dict]:
     return out
 
 
+def fig1_run(d: int, scheme: str, lam: float, trial: int):
+    """The RunSpec of chistikov2023-fig1 at (d, scheme, lambda, trial): the one a stored run of its grid holds."""
+    exp = get("chistikov2023-fig1")
+    return exp.runs(exp.resolve(overrides={"trials": trial + 1, "grid": {
+        "data.scheme": [scheme], "data.d": [d], "init_scale": [lam]}}))[trial]
+
+
+def point_cosines(W, X) -> np.ndarray:
+    """cos(w_j, x_i) for every neuron j (rows of W) and training point i (rows of X)."""
+    W, X = np.asarray(W), np.asarray(X)
+    return (W @ X.T) / (np.linalg.norm(W, axis=1)[:, None] * np.linalg.norm(X, axis=1)[None, :])
+
+
 def kinks(directory: str, dims: list[int], at: float = 100.0, tol: float = 1e-6) -> dict:
     """Per stored run at the given d: tail evaluations (t >= `at`) and the pairs within `tol` of a kink at the end."""
     from scipy.stats import spearmanr
 
-    exp = get("chistikov2023-fig1")
     rows = []
     for path in sorted(glob.glob(os.path.join(directory, "runs", "*.nc"))):
         with xr.open_dataset(path) as ds:
@@ -153,11 +165,8 @@ def kinks(directory: str, dims: list[int], at: float = 100.0, tol: float = 1e-6)
             t, evals = ds["time"].values[0], ds["grad_evals"].values[0]
             W, seconds = ds["theta.W"].values[0], float(ds.attrs["wall_time_s"])
         start = int(np.searchsorted(t, at))
-        [run] = exp.runs(exp.resolve(overrides={"trials": spec["trial"] + 1, "grid": {
-            "data.scheme": [spec["data"]["scheme"]], "data.d": [spec["data"]["d"]],
-            "init_scale": [spec["init_scale"]]}}))[spec["trial"]:]
-        X = np.asarray(dataset_of(run).X)
-        cos = (W @ X.T) / (np.linalg.norm(W, axis=1)[:, None] * np.linalg.norm(X, axis=1)[None, :])
+        run = fig1_run(int(spec["data"]["d"]), spec["data"]["scheme"], spec["init_scale"], spec["trial"])
+        cos = point_cosines(W, dataset_of(run).X)
         rows.append({"d": run.data.d, "scheme": run.data.scheme, "lambda": run.init_scale, "trial": run.trial,
                      "tail_evals": float(evals[-1] - evals[min(start, len(t) - 1)]), "t_end": float(t[-1]),
                      "evals": float(evals[-1]), "task_s": seconds, "sliding_pairs": int(np.sum(np.abs(cos) < tol)),
@@ -190,15 +199,14 @@ def step_error(directory: str, which: str, lengths=(1.0, 3.0, 10.0, 30.0, 100.0)
 
     d, scheme, k, trial = which.split(",")
     lam, trial = 4.0 ** int(k), int(trial)
-    exp = get("chistikov2023-fig1")
-    run = exp.runs(exp.resolve(overrides={"trials": trial + 1, "grid": {
-        "data.scheme": [scheme], "data.d": [int(d)], "init_scale": [lam]}}))[trial]
-    ds = xr.open_dataset(os.path.join(directory, "runs", f"{run.key()}.nc"))
+    run = fig1_run(int(d), scheme, lam, trial)
+    with xr.open_dataset(os.path.join(directory, "runs", f"{run.key()}.nc")) as ds:
+        stored = {name: np.asarray(ds[f"theta.{name}"].values[0]) for name in ("W", "a")}
     data = dataset_of(run)
     X, y = jnp.asarray(data.X), jnp.asarray(data.y)
     problem = Problem(run.model, run.loss)
     theta0, const = problem.init({"seed": run.seed, "init_scale": lam}, int(d))
-    theta = {name: jnp.asarray(ds[f"theta.{name}"].values[0]) for name in theta0}
+    theta = {name: jnp.asarray(stored[name]) for name in theta0}
 
     def rms(tree):
         return float(np.sqrt(sum(np.sum(np.asarray(v) ** 2) for v in tree.values())
@@ -213,7 +221,7 @@ def step_error(directory: str, which: str, lengths=(1.0, 3.0, 10.0, 30.0, 100.0)
     rtol = run.method.rtol
     atol = max(1e-5 * rms(theta0), run.method.atol_rel * rms(theta))  # as `make_flow` and ScaledAtolController
     W = np.asarray(theta["W"])
-    cos = (W @ np.asarray(X).T) / (np.linalg.norm(W, axis=1)[:, None] * np.linalg.norm(np.asarray(X), axis=1))
+    cos = point_cosines(W, X)
     loss = float(problem.risk({}, theta, const, X, y))
     print(f"{run.label()}: loss {loss:.3g} at the end; atol {atol:.3g}, rtol {rtol:g}", flush=True)
     out = []
