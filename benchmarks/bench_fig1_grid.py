@@ -11,7 +11,10 @@ compiles; it is timed again, compiled, so that the compile is measured apart.  P
 - the projected column: 160 runs x the sample's mean seconds per run, plus one compile per worker;
 - with `--reference RTOL`: the same sampled runs again at the tighter relative tolerance RTOL, and the worst
   relative gap of the final max angle (and of the max angle over neurons carrying weight) between the default
-  tolerance and the reference: what Figure 1 would lose by the default's speed.
+  tolerance and the reference: what Figure 1 would lose by the default's speed;
+- with `--without-tail`: the same sampled runs again without the tail tolerance (`method.tail_rtol = None`: rtol
+  until the end), with the ratio of evaluations and of wall time, measured in the same process: what the looser
+  tolerance of the tail saves (and, with `--reference`, that baseline's own gap to the reference).
 
 Then the whole grid in core-hours and on `--workers` cores (each worker one core, one run at a time), and, with
 `--measured DIR` (the output directory of `implicitbias run chistikov2023-fig1`), the same per column from the
@@ -23,6 +26,7 @@ evaluations at every d as at d = 16; this one measures them at every d instead.
 
     python benchmarks/bench_fig1_grid.py                                   # every d, 4 lambdas (~6 min here)
     python benchmarks/bench_fig1_grid.py --dims 256,1024 --reference 1e-6  # and the accuracy of the default
+    python benchmarks/bench_fig1_grid.py --dims 256 --lambdas=-1,-7,-13 --without-tail --reference 1e-6
     python benchmarks/bench_fig1_grid.py --measured runs/chistikov2023-fig1 --json out.json
     python benchmarks/bench_fig1_grid.py --kinks runs/chistikov2023-fig1 --dims 256,1024   # no training
 
@@ -71,11 +75,15 @@ def train_one(spec) -> dict:
             "weighted_max_angle": float(np.ravel(ds["weighted_max_angle"].values)[-1])}
 
 
-def sample_runs(d: int, lambdas: list[float], rtol: float | None = None) -> list:
+def sample_runs(d: int, lambdas: list[float], rtol: float | None = None, tail: bool = True) -> list:
+    """Trial 0 of the column's runs at `lambdas`; at `rtol` throughout (no tail tolerance) if given; without the
+    tail tolerance if not `tail`."""
     exp = get("chistikov2023-fig1")
     overrides = {"trials": 1, "grid": {"data.scheme": list(SCHEMES), "data.d": [d], "init_scale": lambdas}}
     if rtol is not None:
         overrides["method.rtol"] = rtol
+    if rtol is not None or not tail:
+        overrides["method.tail_rtol"] = None
     return exp.runs(exp.resolve(overrides=overrides))
 
 
@@ -110,9 +118,11 @@ def column(d: int, lambdas: list[float], per_column: int) -> dict:
     return out
 
 
-def accuracy(d: int, lambdas: list[float], rows: list[dict], rtol: float) -> dict:
-    """The sampled runs again at rtol: the worst relative gap of the final angles."""
-    ref = [train_one(r) for r in sample_runs(d, lambdas, rtol)]
+def accuracy(d: int, lambdas: list[float], rows: list[dict], rtol: float, ref: list | None = None,
+             what: str = "default") -> dict:
+    """The sampled runs again at rtol (or the reference rows `ref`, already run): the worst relative gap of the
+    final angles."""
+    ref = [train_one(r) for r in sample_runs(d, lambdas, rtol)] if ref is None else ref
     gaps = {}
     for key in ("max_angle", "weighted_max_angle"):
         a = np.array([r[key] for r in rows])
@@ -120,10 +130,24 @@ def accuracy(d: int, lambdas: list[float], rows: list[dict], rtol: float) -> dic
         gap = np.abs(a - b) / np.abs(b)
         gaps[key] = float(np.max(gap))
         worst = int(np.argmax(gap))
-        print(f"    {key}: worst relative gap to rtol {rtol:g}: {gap[worst]:.2e} ({ref[worst]['scheme']}, lambda "
+        print(f"    {what}, {key}: worst relative gap to rtol {rtol:g}: {gap[worst]:.2e} ({ref[worst]['scheme']}, lambda "
               f"{ref[worst]['lambda']:.3g}: {a[worst]:.6g} against {b[worst]:.6g}); reference runs took "
               f"{sum(r['wall_s'] for r in ref):.1f} s, {sum(r['evals'] for r in ref):.0f} evaluations", flush=True)
     return {"rtol": rtol, "worst_relative_gap": gaps, "rows": ref}
+
+
+def without_tail(d: int, lambdas: list[float], rows: list[dict]) -> dict:
+    """The sampled runs again without the tail tolerance (rtol throughout): what the tail saves, measured here."""
+    base = [train_one(r) for r in sample_runs(d, lambdas, tail=False)]
+    for r, b in zip(rows, base):
+        print(f"    without the tail: {b['scheme']:9s} lambda {b['lambda']:9.3g}: {b['wall_s']:7.2f} s, "
+              f"{b['evals']:8.0f} evaluations ({r['evals'] / b['evals']:.2f} x of them with it), max angle "
+              f"{b['max_angle']:.6g} (with: {r['max_angle']:.6g})", flush=True)
+    ratio = sum(r["evals"] for r in rows) / sum(b["evals"] for b in base)
+    print(f"    with the tail tolerance / without: {ratio:.3f} of the evaluations, "
+          f"{sum(r['wall_s'] for r in rows) / sum(b['wall_s'] for b in base):.3f} of the wall time (first runs "
+          "compile)", flush=True)
+    return {"evals_ratio": ratio, "rows": base}
 
 
 def measured(directory: str) -> dict[int, dict]:
@@ -248,6 +272,8 @@ def main() -> None:
     parser.add_argument("--dims", default=",".join(map(str, DIMS)))
     parser.add_argument("--lambdas", default="2,-3,-8,-13", help="exponents k of the sampled lambdas 4^k")
     parser.add_argument("--reference", type=float, help="also run the sample at this rtol and compare the angles")
+    parser.add_argument("--without-tail", action="store_true",
+                        help="also run the sample without the tail tolerance (method.tail_rtol): what it saves")
     parser.add_argument("--measured", help="output directory of a finished chistikov2023-fig1 run, to compare with")
     parser.add_argument("--kinks", help="output directory of chistikov2023-fig1: tail evaluations against the pairs "
                         "sliding along a kink, per stored run at --dims (trains nothing)")
@@ -278,8 +304,13 @@ def main() -> None:
     report: dict = {"load_before": os.getloadavg()[0], "per_column": per_column, "columns": {}}
     for d in [int(x) for x in args.dims.split(",")]:
         col = column(d, lambdas, per_column)
+        if args.without_tail:
+            col["without_tail"] = without_tail(d, lambdas, col["rows"])
         if args.reference:
             col["reference"] = accuracy(d, lambdas, col["rows"], args.reference)
+            if args.without_tail:
+                accuracy(d, lambdas, col["without_tail"]["rows"], args.reference, col["reference"]["rows"],
+                         "without the tail tolerance")
         report["columns"][d] = col
     total = sum(c["column_core_s"] for c in report["columns"].values())
     longest = max(c["max_run_s"] for c in report["columns"].values())

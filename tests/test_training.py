@@ -17,6 +17,7 @@ from implicitbias.data import Dataset, TeacherNeuron
 from implicitbias.losses import Loss
 from implicitbias.metrics.kkt import kkt_system
 from implicitbias.models import AnyModel, Linear, MatrixFactorization, TwoLayer
+from implicitbias.runs import RunSpec
 from implicitbias.storage import load, save
 from implicitbias.training import GD, SGD, GradientFlow, Status, Stop, train
 from implicitbias.training.batch import Batch
@@ -308,3 +309,31 @@ def test_gd_batch_goes_on_with_its_running_members_once_they_fit_half_of_it(monk
     assert min(sizes) <= 4, "once at most half of the batch runs, only the running members go on"
     for name in ("loss", "max_angle", "step", "theta.W", "theta.a", "status"):
         np.testing.assert_allclose(compact[name].values, full[name].values, rtol=1e-12, atol=0, err_msg=name)
+
+
+def test_gradient_flow_tail_tolerance_changes_nothing_before_the_tail_and_saves_evaluations_in_it():
+    # the tail tolerance applies from the first checkpoint whose loss is below tail_below x L(0): every record
+    # up to and including that checkpoint is the plain run's, and the chunks after it take fewer evaluations
+    data = TeacherNeuron(d=3, scheme="uncentred").generate(seed=0)
+    model = TwoLayer(width=12, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
+    kwargs = dict(stop=Stop(loss_tol=1e-10, max_time=2e3), batch={"init_scale": [0.01], "seed": [1]},
+                  checkpoints=24, kkt=False)
+    plain = train(model, data, SQUARE, method=GradientFlow(solver="rkc", rtol=1e-6), **kwargs)
+    tail = train(model, data, SQUARE, method=GradientFlow(solver="rkc", rtol=1e-6, tail_rtol=1e-3,
+                                                          tail_below=1e-3), **kwargs)
+    loss = plain.loss.values[0]
+    switch = int(np.flatnonzero(loss < 1e-3 * loss[0])[0])  # the first checkpoint in the tail
+    assert 2 <= switch < len(loss) - 2, "the tail starts inside the run"
+    for name in ("loss", "time", "grad_evals", "max_angle"):
+        # the same steps up to the switch (the compiled programs differ, so equal up to the last bits)
+        np.testing.assert_allclose(tail[name].values[0, :switch + 1], plain[name].values[0, :switch + 1],
+                                   rtol=1e-12, atol=0, err_msg=name)
+    spent = lambda ds: ds.grad_evals.values[0, -1] - ds.grad_evals.values[0, switch]  # noqa: E731
+    assert spent(tail) < 0.75 * spent(plain), (spent(tail), spent(plain))
+    # a looser tail moves the end point, by about the tail's rtol relative to the parameters' size
+    gap = np.abs(tail["theta.W"].values[0] - plain["theta.W"].values[0]).max() / np.abs(plain["theta.W"].values[0]).max()
+    assert 1e-9 < gap < 1e-2, gap
+    # the key of a flow without a tail tolerance ignores tail_below (runs stored before the fields keep theirs)
+    spec = lambda **m: RunSpec(model=model, data=TeacherNeuron(d=3), method=GradientFlow(**m),  # noqa: E731
+                               stop=Stop(max_time=1.0))
+    assert spec().key() == spec(tail_below=0.5).key() != spec(tail_rtol=1e-3).key()

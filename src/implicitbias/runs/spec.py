@@ -91,10 +91,14 @@ class RunSpec(Spec):
     # -- identity -----------------------------------------------------------------------------------
     def key(self) -> str:
         """The run's identity: a hash of its content and of `RESULTS_FORMAT`.  `method.dtype` enters only when
-        it is not the default float64, so runs stored before the field existed keep their identity."""
+        it is not the default float64, and gradient flow's `tail_rtol` and `tail_below` only when a tail tolerance
+        is set, so runs stored before those fields existed keep their identity."""
         dump = self.model_dump(mode="json")
         if dump["method"].get("dtype") == "float64":
             dump["method"].pop("dtype")
+        if dump["method"].get("kind") == "gf" and dump["method"].get("tail_rtol") is None:
+            dump["method"].pop("tail_rtol", None)
+            dump["method"].pop("tail_below", None)
         return _digest({"format": RESULTS_FORMAT, **dump})
 
     def data_key(self) -> str:

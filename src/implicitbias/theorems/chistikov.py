@@ -306,8 +306,9 @@ class ChistikovTheorem7(Theorem):
         method = run.spec.method
         if method.kind == "gf":
             size = np.nanmax(curve(run.results, "param_norm") ** 2, axis=1)
-            bound = 2.0 * method.rtol * size
-            note = f"gradient flow: conserved exactly; bound 2 rtol ({method.rtol:g}) max_t ||theta||^2 (one step's error)"
+            bound = 2.0 * method.max_rtol * size
+            note = (f"gradient flow: conserved exactly; bound 2 rtol ({method.max_rtol:g}) max_t ||theta||^2 (one "
+                    "step's error)")
         else:
             l0 = curve(run.results, "loss")[:, 0]
             lr = np.array([spec.method.lr if isinstance(spec.method, DiscreteMethod) else math.nan

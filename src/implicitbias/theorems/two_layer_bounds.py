@@ -111,7 +111,7 @@ def loss_rate_verdict(theorem: str, run, keep: np.ndarray, labels) -> Verdict:
         X = run.data[r].X
         lo, hi = linearised_rate(*params, X)
         method = run.runs[r].method
-        rtol = float(method.rtol) if isinstance(method, GradientFlow) else 0.0
+        rtol = float(method.max_rtol) if isinstance(method, GradientFlow) else 0.0
         theta = math.sqrt(float(np.sum(params[0] ** 2) + np.sum(params[1] ** 2)))
         floor = (math.sqrt(hi * X.shape[0] / 2.0) * rtol * theta) ** 2 / (2 * X.shape[0])
         rate, what = last_decay_rate(res["time"].values[r], res["loss"].values[r], floor)

@@ -63,11 +63,12 @@ def make_solver(method: GradientFlow, stop_below=None, power_part=None):
     }[method.solver]()
 
 
-def make_controller(method: GradientFlow, atol, loss_clock: bool):
+def make_controller(method: GradientFlow, atol, loss_clock: bool, rtol=None):
     """PID control with an absolute-tolerance floor `atol` plus a part that follows the size of the
-    parameters (not with the loss clock, whose state also carries the astronomically growing t)."""
+    parameters (not with the loss clock, whose state also carries the astronomically growing t); `rtol` (may be
+    traced): the relative tolerance of this chunk (None: method.rtol)."""
     atol_rel = None if loss_clock else method.atol_rel
-    return gradient_flow_controller(rtol=method.rtol, atol=atol, atol_rel=atol_rel,
+    return gradient_flow_controller(rtol=method.rtol if rtol is None else rtol, atol=atol, atol_rel=atol_rel,
                                     count=method.solver == "rkc")
 
 
@@ -133,7 +134,7 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
         solving = active & ~done_at_start & ~broken
         # a member with nothing to do integrates over a dummy unit interval and is discarded below
         t1_solve = jnp.where(solving, t1, t0 + 1.0)
-        controller = make_controller(method, carry["atol"], loss_clock)
+        controller = make_controller(method, carry["atol"], loss_clock, chunk_rtol(method, carry))
         sol = diffrax.diffeqsolve(
             term,
             solver,
@@ -187,6 +188,15 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
         return new
 
     return init_carry, advance
+
+
+def chunk_rtol(method: GradientFlow, carry):
+    """The relative tolerance of the chunk that starts at `carry`: method.rtol, or method.tail_rtol once the loss
+    there is below method.tail_below x L(0)."""
+    if method.tail_rtol is None:
+        return method.rtol
+    tail = carry["loss"] < method.tail_below * carry["loss0"]
+    return jnp.where(tail, method.tail_rtol, method.rtol)
 
 
 def _initial_solver_state(problem, method, stop, loss_clock, hp, theta, const, X, y) -> dict:

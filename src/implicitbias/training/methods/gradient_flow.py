@@ -35,6 +35,11 @@ class GradientFlow(Method):
     from theta(0) = 0): small against the initial parameter scale, whose directions fix the end point.
     atol_rel: the absolute tolerance at a step is max(atol, atol_rel x rms(theta)), following the
     parameters as they grow by orders of magnitude from a small init (None: the floor alone).
+    tail_rtol: the relative tolerance of the tail, once the loss at a checkpoint is below `tail_below` x L(0)
+    (None: rtol throughout).  The switch is made per member at the checkpoints, so a chunk runs at one tolerance.
+    Where the late flow is slow but keeps crossing ReLU kinks (neurons sliding along a kink, whose steps have a
+    first-order error), its cost is proportional to 1/rtol while the early phase, which fixes the neurons'
+    directions, keeps the tight rtol.
     clock: "time" integrates in physical time t; "loss" integrates the same trajectory in the
     rescaled time s with ds = L dt (see `implicitbias.training.flow`), which reaches the very large t
     of margin maximisation cheaply; checkpoints and stop.max_time are then in s.
@@ -54,6 +59,8 @@ class GradientFlow(Method):
     dt0: pydantic.PositiveFloat = 0.01
     max_solver_steps: int = pydantic.Field(1_000_000, ge=1)
     clock: Literal["time", "loss"] = "time"
+    tail_rtol: float | None = pydantic.Field(None, gt=0.0, lt=1.0)
+    tail_below: float = pydantic.Field(1e-4, gt=0.0, lt=1.0)
 
     is_adaptive: ClassVar[bool] = True
     #: kvaerno5 refuses problems with more parameters than this (dense p x p Jacobian and LU every step)
@@ -68,6 +75,11 @@ class GradientFlow(Method):
                 "float64 for gradient flow (float32 is for the discrete methods gd, sgd, normalized_gd, mirror)",
             )
         return dtype
+
+    @property
+    def max_rtol(self) -> float:
+        """The loosest relative tolerance the run integrates at (rtol, or tail_rtol once in the tail)."""
+        return self.rtol if self.tail_rtol is None else max(self.rtol, self.tail_rtol)
 
     def checkpoint_grid(self, checkpoints, stop) -> np.ndarray:
         return _checkpoints.time_grid(checkpoints, stop.max_time, self.dt0)
