@@ -30,6 +30,12 @@ evaluations at every d as at d = 16; this one measures them at every d instead.
     python benchmarks/bench_fig1_grid.py --measured runs/chistikov2023-fig1 --json out.json
     python benchmarks/bench_fig1_grid.py --kinks runs/chistikov2023-fig1 --dims 256,1024   # no training
 
+`--compare BEFORE AFTER` trains nothing: it matches the stored runs of two finished outputs (e.g. without and with
+the tail tolerance) by (d, scheme, lambda, trial) and prints per (d, scheme) the seconds inside tasks and the
+evaluations, after against before, with the worst and median relative gap of the final max angles.
+
+    python benchmarks/bench_fig1_grid.py --compare runs/fig1-before runs/chistikov2023-fig1
+
 `--kinks DIR` trains nothing: it reads the finished runs of DIR at the chosen d and prints, per (d, scheme) and
 per run, the evaluations of the tail (from t = 100 to the end, when the loss is below ~1e-4 and the activation
 pattern has settled) against the number of (neuron, training point) pairs whose pre-activation w_j . x_i lies within
@@ -163,6 +169,49 @@ def measured(directory: str) -> dict[int, dict]:
     return out
 
 
+def _finals(directory: str) -> dict:
+    """{(d, scheme, lambda, trial): final numbers} of every stored run of a chistikov2023-fig1 output."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(directory, "runs", "*.nc"))):
+        with xr.open_dataset(path) as ds:
+            spec = json.loads(ds.attrs["spec"])
+            key = (int(spec["data"]["d"]), spec["data"]["scheme"], float(spec["init_scale"]), int(spec["trial"]))
+            out[key] = {"task_s": float(ds.attrs["wall_time_s"]), "evals": float(ds["grad_evals"].values[0, -1]),
+                        "max_angle": float(np.ravel(ds["max_angle"].values)[-1]),
+                        "weighted_max_angle": float(np.ravel(ds["weighted_max_angle"].values)[-1])}
+    return out
+
+
+def compare_grids(before: str, after: str) -> dict:
+    """Two finished chistikov2023-fig1 outputs (e.g. without and with the tail tolerance), run by run: per (d,
+    scheme) the seconds inside tasks and the evaluations, after / before, and the worst relative gap of the final
+    max angles (recorded, and over the neurons carrying weight) between the two."""
+    a, b = _finals(before), _finals(after)
+    common = sorted(set(a) & set(b))
+    print(f"{len(common)} runs in both ({len(a)} in {before}, {len(b)} in {after})", flush=True)
+    out = {}
+    for d, scheme in sorted({k[:2] for k in common}):
+        keys = [k for k in common if k[:2] == (d, scheme)]
+        row = {"runs": len(keys)}
+        for what in ("task_s", "evals"):
+            row[what] = (sum(a[k][what] for k in keys), sum(b[k][what] for k in keys))
+        text = []
+        for metric in ("max_angle", "weighted_max_angle"):
+            gaps = [abs(b[k][metric] - a[k][metric]) / abs(a[k][metric]) if a[k][metric] else 0.0 for k in keys]
+            worst = int(np.argmax(gaps))
+            k = keys[worst]
+            row[metric] = {"worst_relative_gap": gaps[worst], "median_relative_gap": float(np.median(gaps)),
+                           "at": {"lambda": k[2], "trial": k[3], "before": a[k][metric], "after": b[k][metric]}}
+            text.append(f"{metric} worst gap {gaps[worst]:.2e} (lambda {k[2]:.3g}, trial {k[3]}: {a[k][metric]:.6g} "
+                        f"-> {b[k][metric]:.6g}), median {np.median(gaps):.1e}")
+        print(f"d = {d:5d} {scheme:9s}: {len(keys)} runs; task seconds {row['task_s'][0]:.0f} -> "
+              f"{row['task_s'][1]:.0f} ({row['task_s'][1] / row['task_s'][0]:.2f} x); evaluations "
+              f"{row['evals'][0]:.0f} -> {row['evals'][1]:.0f} ({row['evals'][1] / row['evals'][0]:.2f} x); "
+              + "; ".join(text), flush=True)
+        out[f"{d} {scheme}"] = row
+    return out
+
+
 def fig1_run(d: int, scheme: str, lam: float, trial: int):
     """The RunSpec of chistikov2023-fig1 at (d, scheme, lambda, trial): the one a stored run of its grid holds."""
     exp = get("chistikov2023-fig1")
@@ -274,6 +323,9 @@ def main() -> None:
     parser.add_argument("--reference", type=float, help="also run the sample at this rtol and compare the angles")
     parser.add_argument("--without-tail", action="store_true",
                         help="also run the sample without the tail tolerance (method.tail_rtol): what it saves")
+    parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
+                        help="two finished chistikov2023-fig1 outputs: run by run, the time, evaluations and final "
+                             "angles of AFTER against BEFORE (trains nothing)")
     parser.add_argument("--measured", help="output directory of a finished chistikov2023-fig1 run, to compare with")
     parser.add_argument("--kinks", help="output directory of chistikov2023-fig1: tail evaluations against the pairs "
                         "sliding along a kink, per stored run at --dims (trains nothing)")
@@ -285,6 +337,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.step_error:
         found = step_error(args.step_error, args.run)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(found, f, indent=2)
+        return
+    if args.compare:
+        found = compare_grids(*args.compare)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(found, f, indent=2)

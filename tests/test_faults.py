@@ -522,7 +522,13 @@ def test_a_partial_report_shows_the_finished_runs_and_the_resumed_run_the_whole(
     assert code == 0, text
     assert "2 of 4 runs finished" in text
     assert "2 of 4 runs finished" in (tmp_path / "report.html").read_text(encoding="utf-8")
+    (tmp_path / "report.html").unlink()
+    code, text = _cli(["report", str(tmp_path)])  # a plain report of those results keeps saying so
+    assert code == 0, text
+    assert "2 of 4 runs finished" in (tmp_path / "report.html").read_text(encoding="utf-8")
     part, whole = load(tmp_path), load(reference)
+    assert part.partial.startswith("2 of 4 runs finished") and not whole.partial
+    assert "partial: 2 of 4 runs finished, 2 runs" in repr(part) and "partial" not in repr(whole)
     assert len(part.runs) == 2
     for spec, ds in zip(part.runs, part.arrays):
         same = whole.arrays[[r.key() for r in whole.runs].index(spec.key())]
@@ -530,6 +536,8 @@ def test_a_partial_report_shows_the_finished_runs_and_the_resumed_run_the_whole(
     code, text = _cli(["run", *SMALL, "--workers", "0", "--out", str(tmp_path)])  # resumes: the whole results
     assert code == 0, text
     _assert_resumed_equals(reference, tmp_path, kept)
+    assert not load(tmp_path).partial  # the resumed run's results are whole
+    assert "2 of 4 runs finished" not in (tmp_path / "report.html").read_text(encoding="utf-8")
 
 
 def test_a_partial_report_of_a_directory_without_runs_names_what_is_missing(reference, tmp_path):

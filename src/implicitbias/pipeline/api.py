@@ -178,7 +178,8 @@ def report(path: str | os.PathLike, *, experiment: Experiment | None = None,
     partial: the directory of a run that has not finished (interrupted, or still training in another process):
     the results are the runs of its config.yaml stored so far in its runs/ (`finished_so_far`), written to
     results.nc with figures, checks and a report that say how many of the runs they hold; a later `implicitbias
-    run` of the same command resumes and writes the whole results over them."""
+    run` of the same command resumes and writes the whole results over them.  A plain report of such results
+    (their results.nc holds the mark) says again how many runs they hold."""
     say = log or (lambda message: print(message, file=sys.stderr))
     out = Path(path)
     if not out.exists():
@@ -193,6 +194,7 @@ def report(path: str | os.PathLike, *, experiment: Experiment | None = None,
         info = {"variant": "quick" if quick else "full",
                 "partial": f"{len(results.runs)} of {total} runs finished (read from {out}/runs/)"}
         say(f"{results.experiment}: {len(results.runs)} of {total} runs finished")
+        results.partial = info["partial"]
         save_results(results, file)
     else:
         try:
@@ -201,6 +203,8 @@ def report(path: str | os.PathLike, *, experiment: Experiment | None = None,
             text = str(exc)
             raise ConfigError(text if str(file) in text else f"{file} is damaged or from another version: {text}") \
                 from None
+        if results.partial:  # the results.nc of an earlier `report --partial`: its report says so again
+            info["partial"] = results.partial
     out = file.parent
     with memo_directory(out):
         results.checks = evaluate_checks(results.definition, results)

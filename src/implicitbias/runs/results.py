@@ -85,6 +85,8 @@ class Results:
     arrays: list[xr.Dataset]
     datasets: dict[str, Dataset]
     checks: list[dict] = dataclasses.field(default_factory=list)
+    #: "" for the results of a finished run; else what they hold ("2 of 4 runs finished ..."): `report --partial`
+    partial: str = ""
     definition: Any = None
     record: Any = None
     #: what `once` computed on these results (not copied by `dataclasses.replace`: new results, new values)
@@ -105,7 +107,8 @@ class Results:
         verdicts = ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items())) or "none"
         where = f", report={self.record.paths['report']!r}" if self.record is not None and \
             "report" in getattr(self.record, "paths", {}) else ""
-        return (f"<Results {self.experiment!r}: {len(self.runs)} runs ({len(self.failed)} failed), "
+        held = f"partial: {self.partial.split(' (')[0]}, " if self.partial else ""
+        return (f"<Results {self.experiment!r}: {held}{len(self.runs)} runs ({len(self.failed)} failed), "
                 f"predictions: {verdicts}{where}>")
 
     def __len__(self) -> int:

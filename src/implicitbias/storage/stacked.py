@@ -34,13 +34,15 @@ def save_results(results: Results, path: str | os.PathLike) -> Path:
     in the results, `run_checkpoints` its own number of checkpoints, the attribute `run_attrs` the JSON list
     of the runs' attributes, among them each run's spec as JSON), node `data/<key>` each data set used
     (training and test arrays), the root the experiment's name, config (YAML) and checks (JSON).  The file
-    is readable without the package.  `load_results` also reads the older layout (one node per run)."""
+    is readable without the package; the root's `partial` says how many runs a partial report's results hold
+(absent for a finished run).  `load_results` also reads the older layout (one node per run)."""
     config = results.config.model_dump() if hasattr(results.config, "model_dump") else results.config
     root = xr.Dataset(attrs={
         "experiment": results.experiment,
         "config": config_yaml(config),
         "checks": json.dumps(results.checks),
         "runs": len(results.runs),
+        **({"partial": results.partial} if results.partial else {}),
     })
     nodes = {"/": root}
     # runs whose arrays have the same variables and shapes (up to the number of checkpoints) are stacked into
@@ -95,7 +97,8 @@ def load_results(path: str | os.PathLike) -> Results:
         detail = " ".join(str(exc).split())[:300]
         raise ConfigError(f"{path} is damaged: {where} cannot be read ({type(exc).__name__}: {detail}); rerun "
                           "`implicitbias run` with the same --out to write it again from the stored runs") from None
-    return Results(tree.attrs["experiment"], config, runs, arrays, datasets, checks)
+    return Results(tree.attrs["experiment"], config, runs, arrays, datasets, checks,
+                   partial=str(tree.attrs.get("partial", "")))
 
 
 _FILL = {"f": np.nan, "c": np.nan, "i": 0, "u": 0, "b": False, "O": "", "U": "", "S": b""}
