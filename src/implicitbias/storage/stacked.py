@@ -35,7 +35,7 @@ def save_results(results: Results, path: str | os.PathLike) -> Path:
     of the runs' attributes, among them each run's spec as JSON), node `data/<key>` each data set used
     (training and test arrays), the root the experiment's name, config (YAML) and checks (JSON).  The file
     is readable without the package; the root's `partial` says how many runs a partial report's results hold
-(absent for a finished run).  `load_results` also reads the older layout (one node per run)."""
+    (absent for a finished run).  `load_results` also reads the older layout (one node per run)."""
     config = results.config.model_dump() if hasattr(results.config, "model_dump") else results.config
     root = xr.Dataset(attrs={
         "experiment": results.experiment,

@@ -63,12 +63,12 @@ def make_solver(method: GradientFlow, stop_below=None, power_part=None):
     }[method.solver]()
 
 
-def make_controller(method: GradientFlow, atol, loss_clock: bool, rtol=None):
-    """PID control with an absolute-tolerance floor `atol` plus a part that follows the size of the
-    parameters (not with the loss clock, whose state also carries the astronomically growing t); `rtol` (may be
-    traced): the relative tolerance of this chunk (None: method.rtol)."""
+def make_controller(method: GradientFlow, atol, loss_clock: bool, rtol):
+    """PID control at relative tolerance `rtol` (may be traced: `chunk_rtol`) with an absolute-tolerance floor
+    `atol` plus a part that follows the size of the parameters (not with the loss clock, whose state also carries
+    the astronomically growing t)."""
     atol_rel = None if loss_clock else method.atol_rel
-    return gradient_flow_controller(rtol=method.rtol if rtol is None else rtol, atol=atol, atol_rel=atol_rel,
+    return gradient_flow_controller(rtol=rtol, atol=atol, atol_rel=atol_rel,
                                     count=method.solver == "rkc")
 
 

@@ -38,8 +38,9 @@ class GradientFlow(Method):
     tail_rtol: the relative tolerance of the tail, once the loss at a checkpoint is below `tail_below` x L(0)
     (None: rtol throughout).  The switch is made per member at the checkpoints, so a chunk runs at one tolerance.
     Where the late flow is slow but keeps crossing ReLU kinks (neurons sliding along a kink, whose steps have a
-    first-order error), its cost is proportional to 1/rtol while the early phase, which fixes the neurons'
-    directions, keeps the tight rtol.
+    first-order error), that phase can take most of a run's evaluations (S11 at d = 256: each tenfold looser
+    rtol halved them) while the early phase, which fixes the neurons' directions, keeps the tight rtol.  A neuron
+    that ends sitting on a kink can end active or not depending on the tail's tolerance.
     clock: "time" integrates in physical time t; "loss" integrates the same trajectory in the
     rescaled time s with ds = L dt (see `implicitbias.training.flow`), which reaches the very large t
     of margin maximisation cheaply; checkpoints and stop.max_time are then in s.
