@@ -182,10 +182,12 @@ def _finals(directory: str) -> dict:
     return out
 
 
-def compare_grids(before: str, after: str) -> dict:
+def compare_grids(before: str, after: str, changed: float = 0.01) -> dict:
     """Two finished chistikov2023-fig1 outputs (e.g. without and with the tail tolerance), run by run: per (d,
     scheme) the seconds inside tasks and the evaluations, after / before, and the worst relative gap of the final
-    max angles (recorded, and over the neurons carrying weight) between the two."""
+    max angles (recorded, and over the neurons carrying weight) between the two; then, over the whole grid, every
+    run whose final max angle moved by more than `changed` (relative), and the cells (d, scheme, lambda) with all
+    their trials in both whose median moved by more than `changed`: what the figure shows."""
     a, b = _finals(before), _finals(after)
     common = sorted(set(a) & set(b))
     print(f"{len(common)} runs in both ({len(a)} in {before}, {len(b)} in {after})", flush=True)
@@ -197,7 +199,7 @@ def compare_grids(before: str, after: str) -> dict:
             row[what] = (sum(a[k][what] for k in keys), sum(b[k][what] for k in keys))
         text = []
         for metric in ("max_angle", "weighted_max_angle"):
-            gaps = [abs(b[k][metric] - a[k][metric]) / abs(a[k][metric]) if a[k][metric] else 0.0 for k in keys]
+            gaps = [_gap(a[k][metric], b[k][metric]) for k in keys]
             worst = int(np.argmax(gaps))
             k = keys[worst]
             row[metric] = {"worst_relative_gap": gaps[worst], "median_relative_gap": float(np.median(gaps)),
@@ -209,7 +211,34 @@ def compare_grids(before: str, after: str) -> dict:
               f"{row['evals'][0]:.0f} -> {row['evals'][1]:.0f} ({row['evals'][1] / row['evals'][0]:.2f} x); "
               + "; ".join(text), flush=True)
         out[f"{d} {scheme}"] = row
+    trials = {k[:3]: [] for k in set(a) | set(b)}
+    for k in set(a) | set(b):
+        trials[k[:3]].append(k)
+    full = sorted(c for c, ks in trials.items() if all(k in a and k in b for k in ks) and len(ks) > 1)
+    for metric in ("max_angle", "weighted_max_angle"):
+        moved = [(k, a[k][metric], b[k][metric]) for k in common if _gap(a[k][metric], b[k][metric]) > changed]
+        cells = []
+        for c in full:
+            before_median = float(np.median([a[k][metric] for k in trials[c]]))
+            after_median = float(np.median([b[k][metric] for k in trials[c]]))
+            cells.append((_gap(before_median, after_median), c, before_median, after_median))
+        cells.sort(reverse=True)
+        over = [x for x in cells if x[0] > changed]
+        print(f"{metric}: {len(moved)} of {len(common)} runs moved by more than {changed:.0%}; {len(over)} of "
+              f"{len(cells)} cell medians (cells with every trial in both) moved by more than {changed:.0%}"
+              + (f", the worst {cells[0][0]:.2e}" if cells else ""), flush=True)
+        for (d, scheme, lam, trial), x, y in moved:
+            print(f"    run d = {d}, {scheme}, lambda {lam:.3g}, trial {trial}: {x:.6g} -> {y:.6g}", flush=True)
+        for _, (d, scheme, lam), x, y in over:
+            print(f"    cell d = {d}, {scheme}, lambda {lam:.3g}: median {x:.6g} -> {y:.6g}", flush=True)
+        out[f"{metric} moved"] = {"runs": [[*k, x, y] for k, x, y in moved], "cells": [[*c, x, y] for _, c, x, y in over],
+                                  "cells_compared": len(cells), "worst_cell_gap": cells[0][0] if cells else None}
     return out
+
+
+def _gap(before: float, after: float) -> float:
+    """|after - before| / |before| (0 when both are 0)."""
+    return abs(after - before) / abs(before) if before else float(after != before)
 
 
 def fig1_run(d: int, scheme: str, lam: float, trial: int):

@@ -287,7 +287,7 @@ PROTOCOL = Experiment(
                     "redrawn when an angle to v* exceeds pi/2, x_0 not a training point (ambiguous in the text), "
                     "active = a training point in the open half-space. Ours: d in {4, 16} only (d >= 64 at 2e7 GD "
                     "steps is out of reach on a CPU); the flow part as chistikov2023-fig1 (RKC, rtol 1e-4 then "
-                    "1e-2 in the tail, t = 2e5); the changed choices: a cap of 1e8 steps for 'converged', max_redraws "
+                    "1e-3 in the tail, t = 2e5); the changed choices: a cap of 1e8 steps for 'converged', max_redraws "
                     "1e6 for pi/4. "
                     "Cost: a GD step costs a member ~10 us at d = 16 and ~2-3 us at d = 4 in a task of 16 (benchmarks/"
                     "bench_gd_batch.py), and a task goes on with its running members only once at most half of them "
