@@ -32,9 +32,13 @@ evaluations at every d as at d = 16; this one measures them at every d instead.
 
 `--compare BEFORE AFTER` trains nothing: it matches the stored runs of two finished outputs (e.g. without and with
 the tail tolerance) by (d, scheme, lambda, trial) and prints per (d, scheme) the seconds inside tasks and the
-evaluations, after against before, with the worst and median relative gap of the final max angles.
+evaluations, after against before, with the worst and median relative gap of the final max angles; then the runs,
+and the cell medians (what the figure shows, over cells with every trial in both), that moved by more than 1%.  A
+reference at a tight tolerance is an output like any other (`implicitbias run chistikov2023-fig1 --set
+method.rtol=1e-6 method.tail_rtol=null`), compared as BEFORE.
 
     python benchmarks/bench_fig1_grid.py --compare runs/fig1-before runs/chistikov2023-fig1
+    python benchmarks/bench_fig1_grid.py --compare runs/fig1-rtol-1e-6 runs/chistikov2023-fig1
 
 `--kinks DIR` trains nothing: it reads the finished runs of DIR at the chosen d and prints, per (d, scheme) and
 per run, the evaluations of the tail (from t = 100 to the end, when the loss is below ~1e-4 and the activation
