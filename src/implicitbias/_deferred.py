@@ -7,6 +7,8 @@ format of a line is "- module: imported name, imported name (why)".
 - implicitbias.cli: implicitbias.experiments, implicitbias.experiments.runtimes, implicitbias.pipeline,
   implicitbias.pipeline.describe, implicitbias.reports (`implicitbias --help` and `implicitbias list` answer
   without loading JAX's programs, Dask and matplotlib: each command imports what it uses)
+- implicitbias.data.classification: scipy.stats (about 0.3 s to import, in every process that loads the data
+  package, a Dask worker's included; only the "condition" draw of linearly separable data uses it)
 - implicitbias.data.real: sklearn.datasets (scikit-learn loads in about a second, and only the digits data set
   needs it)
 - implicitbias.metrics.fits: scipy.optimize, scipy.stats (each used by one fit only; scipy.optimize costs about
@@ -19,6 +21,8 @@ format of a line is "- module: imported name, imported name (why)".
 - implicitbias.storage.files: dask (only while a NetCDF file is read or written: dask's lock for netCDF4)
 - implicitbias.sweeps.cluster: bokeh, dask_jobqueue (bokeh: a presence probe for the dashboard; dask-jobqueue:
   only for a SLURM or PBS cluster)
+- implicitbias.theorems._small_init: scipy.stats (as implicitbias.data.classification; only the F-test bound of a
+  small-init limit fit uses it)
 - implicitbias.training.methods.gradient_flow: implicitbias.training.flow (diffrax, about 1 s, loads only when a
   gradient-flow run is stepped, not when a config is validated)
 - implicitbias.training.methods.mirror: implicitbias.reference (the reference solvers load scipy.optimize; only a

@@ -8,7 +8,6 @@ from typing import Literal
 
 import numpy as np
 import pydantic
-import scipy.stats
 
 from implicitbias._spec import ConfigError
 from implicitbias.data.dataset import Dataset, DataSpec, random_orthonormal, signs, streams
@@ -161,6 +160,8 @@ class Separable(DataSpec):
         X = rng.standard_normal((n, self.d))
         t = X @ w
         if self.method == "condition":
+            import scipy.stats  # deferred on purpose: ~0.3 s to import, and only this draw uses it
+
             tail = scipy.stats.truncnorm(self.margin, np.inf).rvs(size=n, random_state=rng)
             X = X + (np.where(t >= 0, 1.0, -1.0) * tail - t)[:, None] * w[None, :]
         y = np.where(X @ w >= 0, 1.0, -1.0)

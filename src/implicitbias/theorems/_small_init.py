@@ -31,7 +31,6 @@ import dataclasses
 import math
 
 import numpy as np
-import scipy.stats
 
 from implicitbias.theorems.base import Verdict
 from implicitbias.theorems.fitting import linear_fit
@@ -81,6 +80,8 @@ def power_limit(alpha, y) -> PowerLimit:
     sse, q, y_inf, se = min(fits)
     if dof < 1:
         return PowerLimit(y_inf, se, q, int(a.size))
+    import scipy.stats  # deferred on purpose: ~0.3 s to import, and only this bound uses it
+
     bound = sse * (1.0 + float(scipy.stats.f.ppf(0.95, 1, dof)) / dof) + 1e-30 * float(v @ v)
     kept = [(y - 2.0 * e, y + 2.0 * e) for s_, _, y, e in fits if s_ <= bound]
     return PowerLimit(y_inf, se, q, int(a.size), min(k[0] for k in kept), max(k[1] for k in kept))
