@@ -42,7 +42,7 @@ GF = GradientFlow(solver="rkc", rtol=1e-4)
 #: of their evaluations there (t > 100), on steps that cross ReLU kinks (first-order error); the angles are fixed
 #: before (d = 256, uncentred, lambda = 4^-1: half the evaluations).  The tail's tolerance can still decide on which
 #: side of a kink a tiny neuron ends, and with it the recorded max angle.  Against an rtol 1e-6 run of every member
-#: at d <= 256 (636 of 640 runs; `benchmarks/bench_fig1_grid.py --compare`): without a tail no cell median moves by more
+#: at d <= 256 (all 640 runs; `benchmarks/bench_fig1_grid.py --compare`): without a tail no cell median moves by more
 #: than 7% and no run by more than 1.5x; with the tail at 1e-3 one run moves 1500x (a neuron carrying 7e-14 of the
 #: weight, 1e-6 from a kink) and with it one cell median 2.6x; at 1e-2 (a quarter of the evaluations) two runs and
 #: two cell medians move (3.1x, 11%).  The max angle over the neurons carrying weight stays within 2% in all three.
@@ -226,7 +226,7 @@ FIG1 = Experiment(
                     "1e-5 rms(theta(0)), atol_rel 1e-6) instead of GD; 30 log-spaced checkpoints. Measured on 2 cores "
                     "(2026-12-03, load 3.3): d <= 256 in full (640 runs) in 11 min, d = 1024 one trial per lambda "
                     "and scheme (32 runs) in 20 min; the whole grid (800 runs) projected from them at 1.9-2.1 h. "
-                    "With the tail at 1e-2 the whole grid took 83 min. Against an rtol 1e-6 run of 636 of the 640 "
+                    "With the tail at 1e-2 the whole grid took 83 min. Against an rtol 1e-6 run of all 640 "
                     "members at d <= 256, the cell medians of the recorded max angle agree to 7% without a tail; one "
                     "moves 2.6x with the tail at 1e-3, two (3.1x, 11%) at 1e-2: a tiny neuron ends on the other "
                     "side of a kink. Quick: d = 4, "
