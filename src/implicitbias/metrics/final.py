@@ -4,6 +4,7 @@ the training points).  Each is recomputable from the stored parameters and data
 (`implicitbias.training.recompute`).
 
 weighted_max_angle: `implicitbias.metrics.neurons.weighted_max_angle` (two-layer networks).
+kink_max_angle: `implicitbias.metrics.neurons.kink_max_angle` (two-layer networks without a bias).
 census.*: the census of the active neurons, `implicitbias.metrics.census` (two-layer networks on data with a
 teacher direction v*, S11: Chistikov et al. 2023), over (run,), (run, neuron), (run, neuron, point) or
 (run, point) as listed in `implicitbias.metrics.census.DIMS`.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from implicitbias.metrics import census
-from implicitbias.metrics.neurons import weighted_max_angle
+from implicitbias.metrics.neurons import kink_max_angle, weighted_max_angle
 from implicitbias.metrics.norms import l1_l2_sparsity
 
 
@@ -28,6 +29,8 @@ def final_metrics(spec, theta: dict, data) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     if model.kind == "two_layer" and "W" in theta and "a" in theta:
         out["weighted_max_angle"] = np.asarray(weighted_max_angle(theta["W"], theta["a"], data.X))
+        if "b" not in theta:
+            out["kink_max_angle"] = np.asarray(kink_max_angle(theta["W"], data.X))
         v_star = data.info.get("v_star")
         if v_star is not None:
             out.update(census.neuron_census(theta["W"], theta["a"], data.X, data.y, v_star, spec.init_scale))
