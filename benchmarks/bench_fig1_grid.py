@@ -32,8 +32,10 @@ evaluations at every d as at d = 16; this one measures them at every d instead.
 
 `--compare BEFORE AFTER` trains nothing: it matches the stored runs of two finished outputs (e.g. without and with
 the tail tolerance) by (d, scheme, lambda, trial) and prints per (d, scheme) the seconds inside tasks and the
-evaluations, after against before, with the worst and median relative gap of the final max angles; then the runs,
-and the cell medians (what the figure shows, over cells with every trial in both), that moved by more than 1%.  A
+evaluations, after against before, with the worst and median relative gap of the final max angles (recorded, off
+the kinks: `kink_max_angle`, recomputed from the stored parameters of runs that predate it, and carrying weight);
+then the runs, and the cell medians (what the figure shows, over cells with every trial in both), that moved by more
+than 1%.  A
 reference at a tight tolerance is an output like any other (`implicitbias run chistikov2023-fig1 --set
 method.rtol=1e-6 method.tail_rtol=null`), compared as BEFORE.
 
@@ -69,9 +71,13 @@ import xarray as xr
 
 from bench_gf_eval_cost import bare_gradient  # this folder is on sys.path when run as a script
 from implicitbias.experiments import get
+from implicitbias.experiments.chistikov2023 import KINK
+from implicitbias.metrics.neurons import kink_max_angle
 from implicitbias.runs.execute import dataset_of, train_group
 
 DIMS = (4, 16, 64, 256, 1024)
+#: the final angles compared: recorded (active: cos > 0 to some input), off the kinks (cos > 1e-5), carrying weight
+ANGLES = ("max_angle", KINK, "weighted_max_angle")
 SCHEMES = ("centred", "uncentred")
 
 
@@ -174,7 +180,8 @@ def measured(directory: str) -> dict[int, dict]:
 
 
 def _finals(directory: str) -> dict:
-    """{(d, scheme, lambda, trial): final numbers} of every stored run of a chistikov2023-fig1 output."""
+    """{(d, scheme, lambda, trial): final numbers} of every stored run of a chistikov2023-fig1 output; the max angle
+    off the kinks (`kink_max_angle`) from the stored final parameters where the run predates it."""
     out = {}
     for path in sorted(glob.glob(os.path.join(directory, "runs", "*.nc"))):
         with xr.open_dataset(path) as ds:
@@ -183,13 +190,17 @@ def _finals(directory: str) -> dict:
             out[key] = {"task_s": float(ds.attrs["wall_time_s"]), "evals": float(ds["grad_evals"].values[0, -1]),
                         "max_angle": float(np.ravel(ds["max_angle"].values)[-1]),
                         "weighted_max_angle": float(np.ravel(ds["weighted_max_angle"].values)[-1])}
+            if KINK in ds:
+                out[key][KINK] = float(ds[KINK].values[0])
+            else:
+                out[key][KINK] = kink_max_angle(ds["theta.W"].values[0], dataset_of(fig1_run(*key)).X)
     return out
 
 
 def compare_grids(before: str, after: str, changed: float = 0.01) -> dict:
     """Two finished chistikov2023-fig1 outputs (e.g. without and with the tail tolerance), run by run: per (d,
     scheme) the seconds inside tasks and the evaluations, after / before, and the worst relative gap of the final
-    max angles (recorded, and over the neurons carrying weight) between the two; then, over the whole grid, every
+    max angles (recorded, off the kinks, and over the neurons carrying weight) between the two; then, over the whole grid, every
     run whose final max angle moved by more than `changed` (relative), and the cells (d, scheme, lambda) with all
     their trials in both whose median moved by more than `changed`: what the figure shows."""
     a, b = _finals(before), _finals(after)
@@ -202,7 +213,7 @@ def compare_grids(before: str, after: str, changed: float = 0.01) -> dict:
         for what in ("task_s", "evals"):
             row[what] = (sum(a[k][what] for k in keys), sum(b[k][what] for k in keys))
         text = []
-        for metric in ("max_angle", "weighted_max_angle"):
+        for metric in ANGLES:
             gaps = [_gap(a[k][metric], b[k][metric]) for k in keys]
             worst = int(np.argmax(gaps))
             k = keys[worst]
@@ -219,7 +230,7 @@ def compare_grids(before: str, after: str, changed: float = 0.01) -> dict:
     for k in set(a) | set(b):
         trials[k[:3]].append(k)
     full = sorted(c for c, ks in trials.items() if all(k in a and k in b for k in ks) and len(ks) > 1)
-    for metric in ("max_angle", "weighted_max_angle"):
+    for metric in ANGLES:
         moved = [(k, a[k][metric], b[k][metric]) for k in common if _gap(a[k][metric], b[k][metric]) > changed]
         cells = []
         for c in full:
