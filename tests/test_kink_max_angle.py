@@ -51,3 +51,17 @@ def test_a_zero_neuron_is_not_active():
     W, X = _bundle_and_stray(1e-3)
     W[-1] = 0.0
     assert kink_max_angle(W, X) < 1e-2
+
+
+def test_stored_with_every_two_layer_run_without_a_bias():
+    from types import SimpleNamespace
+
+    from implicitbias.metrics.final import final_metrics
+
+    W, X = _bundle_and_stray(1e-7)
+    spec = SimpleNamespace(model=SimpleNamespace(kind="two_layer"), init_scale=1.0)
+    data = SimpleNamespace(X=X, info={})
+    theta = {"W": W, "a": np.linalg.norm(W, axis=1)}
+    out = final_metrics(spec, theta, data)
+    assert float(out["kink_max_angle"]) == kink_max_angle(W, X) < 1e-2
+    assert "kink_max_angle" not in final_metrics(spec, {**theta, "b": np.zeros(len(W))}, data)
