@@ -42,6 +42,13 @@ method.rtol=1e-6 method.tail_rtol=null`), compared as BEFORE.
     python benchmarks/bench_fig1_grid.py --compare runs/fig1-before runs/chistikov2023-fig1
     python benchmarks/bench_fig1_grid.py --compare runs/fig1-rtol-1e-6 runs/chistikov2023-fig1
 
+`--sides D,SCHEME,K,TRIAL` trains one member of the grid at seven tolerances (rtol 1e-4 ... 1e-8 without a tail, the
+default, the tail at 1e-2) and prints per tolerance the evaluations and the three final max angles, and the largest
+cosine to a training input of every neuron that ends within 1e-3 of a kink on the active side at one tolerance and
+on the inactive side at another: a neuron whose side no tolerance resolves (`metrics.neurons.KINK_COS`).
+
+    python benchmarks/bench_fig1_grid.py --sides 256,uncentred,-9,4
+
 `--kinks DIR` trains nothing: it reads the finished runs of DIR at the chosen d and prints, per (d, scheme) and
 per run, the evaluations of the tail (from t = 100 to the end, when the loss is below ~1e-4 and the activation
 pattern has settled) against the number of (neuron, training point) pairs whose pre-activation w_j . x_i lies within
@@ -81,11 +88,14 @@ ANGLES = ("max_angle", KINK, "weighted_max_angle")
 SCHEMES = ("centred", "uncentred")
 
 
-def train_one(spec) -> dict:
+def train_one(spec, keep_w: bool = False) -> dict:
     start = time.perf_counter()
     [ds] = train_group([spec])
     wall = time.perf_counter() - start
-    return {"scheme": spec.data.scheme, "d": spec.data.d, "lambda": spec.init_scale, "trial": spec.trial,
+    extra = {KINK: float(np.ravel(ds[KINK].values)[-1])} if KINK in ds else {}
+    if keep_w:
+        extra["W"] = np.asarray(ds["theta.W"].values[0])
+    return {**extra, "scheme": spec.data.scheme, "d": spec.data.d, "lambda": spec.init_scale, "trial": spec.trial,
             "wall_s": wall, "evals": float(ds["grad_evals"].values[0, -1]), "t_end": float(ds["time"].values[0, -1]),
             "loss": float(ds["loss"].values[0, -1]), "max_angle": float(np.ravel(ds["max_angle"].values)[-1]),
             "weighted_max_angle": float(np.ravel(ds["weighted_max_angle"].values)[-1])}
@@ -360,6 +370,40 @@ def step_error(directory: str, which: str, lengths=(1.0, 3.0, 10.0, 30.0, 100.0)
     return out
 
 
+#: the tolerances of `--sides`: (name, method overrides)
+SIDES = (("rtol 1e-4, no tail", {"tail_rtol": None}),
+         ("rtol 1e-5, no tail", {"rtol": 1e-5, "tail_rtol": None}),
+         ("rtol 1e-6, no tail", {"rtol": 1e-6, "tail_rtol": None}),
+         ("rtol 1e-7, atol_rel 1e-9", {"rtol": 1e-7, "tail_rtol": None, "atol_rel": 1e-9}),
+         ("rtol 1e-8, atol_rel 1e-10", {"rtol": 1e-8, "tail_rtol": None, "atol_rel": 1e-10}),
+         ("default (tail 1e-3)", {}),
+         ("tail 1e-2", {"tail_rtol": 1e-2}))
+
+
+def sides(which: str, near: float = 1e-3) -> list[dict]:
+    """One member of the grid trained at each tolerance of SIDES: per run the evaluations and the final angles, and
+    the largest cosine to a training input of every neuron that ends within `near` of a kink on the active side in
+    one run and on the inactive side in another (same init, so neuron j is the same neuron in every run)."""
+    d, scheme, k, trial = which.split(",")
+    base = fig1_run(int(d), scheme, 4.0 ** int(k), int(trial))
+    X = np.asarray(dataset_of(base).X)
+    rows = []
+    for name, over in SIDES:
+        spec = base.model_copy(update={"method": base.method.model_copy(update=over)})
+        rows.append({**train_one(spec, keep_w=True), "tolerance": name})
+        rows[-1]["cos"] = point_cosines(rows[-1].pop("W"), X).max(axis=1)
+    cos = np.array([r.pop("cos") for r in rows])
+    flips = np.flatnonzero((np.abs(cos) < near).any(axis=0) & (cos > 0).any(axis=0) & (cos <= 0).any(axis=0))
+    print(f"{base.label()}: neurons that end within {near:g} of a kink on both sides over the tolerances: "
+          f"{', '.join(map(str, flips)) or 'none'}", flush=True)
+    for r, c in zip(rows, cos):
+        r["flipping_cos"] = {int(j): float(c[j]) for j in flips}
+        print(f"    {r['tolerance']:26s} {r['evals']:8.0f} evaluations; max angle {r['max_angle']:.4g}, off the kinks "
+              f"{r[KINK]:.4g}, carrying weight {r['weighted_max_angle']:.4g}; cos "
+              + ", ".join(f"n{j} {c[j]:+.1e}" for j in flips), flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dims", default=",".join(map(str, DIMS)))
@@ -376,11 +420,20 @@ def main() -> None:
     parser.add_argument("--step-error", help="output directory of chistikov2023-fig1: the error of single RKC "
                         "steps from the final parameters of --run (trains nothing)")
     parser.add_argument("--run", default="256,uncentred,-1,4", help="D,SCHEME,K,TRIAL of --step-error (lambda 4^K)")
+    parser.add_argument("--sides", metavar="D,SCHEME,K,TRIAL",
+                        help="train that member (lambda 4^K) at the tolerances of SIDES and print which neurons end on "
+                        "either side of a kink (within 1e-3 of it) depending on the tolerance")
     parser.add_argument("--workers", type=int, default=2, help="cores of the projected sweep (one worker each)")
     parser.add_argument("--json", help="write the numbers here")
     args = parser.parse_args()
     if args.step_error:
         found = step_error(args.step_error, args.run)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(found, f, indent=2)
+        return
+    if args.sides:
+        found = sides(args.sides)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(found, f, indent=2)
