@@ -124,7 +124,7 @@ def _fig1(results):
         ax.set_ylabel("max angle (rad): median and every trial")
         ax.grid(True, which="both", alpha=0.3)
         finish(ax, f"{scheme} data, m = {cells[0].spec.model.width}, {cells[0].trials} trials (dots), "
-                   f"{cells[0].spec.method.kind}\nsolid: median, active neurons off a kink; dashed: carrying weight")
+                   f"{cells[0].spec.method.kind}\nsolid: active off the kinks; dashed: carrying weight")
     return fig
 
 
