@@ -210,7 +210,8 @@ FIG1 = Experiment(
             "(5% to 95% over every draw); that experiment's census_median_of_5 figure gives the band for every "
             "cell, the range any published five-trial median should fall in. At d = 1024 (all 5 trials with the "
             "tail at rtol 1e-2, and trial 0 at 1e-3, measured 2026-12-03) the recorded max angle stays at "
-            "1.6-1.8 rad at every lambda in both schemes: a few negative-sign neurons stay active on a single "
+            "1.6-1.8 rad at every lambda in both schemes, off the kinks too (trial 0, 2026-12-04): "
+            "a few negative-sign neurons stay active on a single "
             "training point, shrunk below their init size, when the "
             "residuals vanish; the max angle over the neurons carrying weight falls like lambda.",
     config=ExperimentConfig(
@@ -248,7 +249,8 @@ FIG1 = Experiment(
                     "1e-5 rms(theta(0)), atol_rel 1e-6) instead of GD; 30 log-spaced checkpoints. Measured on 2 cores "
                     "(2026-12-03, load 3.3): d <= 256 in full (640 runs) in 11 min, d = 1024 one trial per lambda "
                     "and scheme (32 runs) in 20 min; the whole grid (800 runs) projected from them at 1.9-2.1 h; "
-                    "the same d <= 256 command took 19 min on 2026-12-04 (load 0.5 before). "
+                    "on 2026-12-04 the same d <= 256 command took 19 min (load 0.5 before) and d = 1024 trial 0 42 min "
+                    "(load 4.1): slower at d >= 256 than the day before, cause not found. "
                     "With the tail at 1e-2 the whole grid took 83 min. Against an rtol 1e-6 run of all 640 "
                     "members at d <= 256, the cell medians of the max angle off the kinks agree to 6.8% (the "
                     "recorded max angle: one moves 2.6x, a neuron sitting on a kink), those carrying weight to 2%; "
