@@ -387,12 +387,12 @@ def sides(which: str, near: float = 1e-3) -> list[dict]:
     d, scheme, k, trial = which.split(",")
     base = fig1_run(int(d), scheme, 4.0 ** int(k), int(trial))
     X = np.asarray(dataset_of(base).X)
-    rows = []
+    rows, cos = [], []
     for name, over in SIDES:
-        spec = base.model_copy(update={"method": base.method.model_copy(update=over)})
-        rows.append({**train_one(spec, keep_w=True), "tolerance": name})
-        rows[-1]["cos"] = point_cosines(rows[-1].pop("W"), X).max(axis=1)
-    cos = np.array([r.pop("cos") for r in rows])
+        row = train_one(base.model_copy(update={"method": base.method.model_copy(update=over)}), keep_w=True)
+        cos.append(point_cosines(row.pop("W"), X).max(axis=1))
+        rows.append({**row, "tolerance": name})
+    cos = np.array(cos)
     flips = np.flatnonzero((np.abs(cos) < near).any(axis=0) & (cos > 0).any(axis=0) & (cos <= 0).any(axis=0))
     print(f"{base.label()}: neurons that end within {near:g} of a kink on both sides over the tolerances: "
           f"{', '.join(map(str, flips)) or 'none'}", flush=True)

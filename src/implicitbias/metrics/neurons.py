@@ -59,10 +59,21 @@ def _widest_pair(U) -> tuple[float, int, int]:
 
 def _active_neurons(W, a, X):
     """(W, |a_j| ||w_j||, ||w_j||, mask of the nonzero neurons active on some training input) in float64."""
-    W = np.asarray(W, dtype=np.float64)
+    W, norms, active = _active_mask(W, X)
     a = np.asarray(a, dtype=np.float64).reshape(-1)
+    return W, np.abs(a) * norms, norms, active
+
+
+def _active_mask(W, X, kink: float = 0.0):
+    """(W in float64, ||w_j||, mask of the nonzero neurons with cos(w_j, x_i) > kink for some training input);
+    kink = 0 is <w_j, x_i> > 0, Figure 1's active neurons."""
+    W = np.asarray(W, dtype=np.float64)
+    X = np.asarray(X, dtype=np.float64)
     norms = np.linalg.norm(W, axis=1)
-    return W, np.abs(a) * norms, norms, np.any(np.asarray(X) @ W.T > 0, axis=0) & (norms > 0)
+    pre = X @ W.T
+    if kink:
+        pre = pre - kink * np.linalg.norm(X, axis=1)[:, None] * norms[None, :]
+    return W, norms, np.any(pre > 0, axis=0) & (norms > 0)
 
 
 def max_angle_pair(W, a, X) -> tuple[float, float]:
@@ -82,13 +93,7 @@ def kink_max_angle(W, X, kink: float = KINK_COS) -> float:
     """The max angle (rad) between the neurons j with cos(w_j, x_i) > `kink` for some training input x_i: Figure
     1's active neurons, with those sitting on a ReLU kink (within `kink` of it) counted as inactive, as they are
     on the kink itself; 0 with fewer than two of them.  With kink = 0 it is the recorded `max_angle`."""
-    W = np.asarray(W, dtype=np.float64)
-    X = np.asarray(X, dtype=np.float64)
-    norms = np.linalg.norm(W, axis=1)
-    x_norms = np.linalg.norm(X, axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        cos = (X @ W.T) / (x_norms[:, None] * norms[None, :])
-    keep = np.any(np.nan_to_num(cos, nan=-np.inf) > kink, axis=0) & (norms > 0)
+    W, norms, keep = _active_mask(W, X, kink)
     return _widest_pair(W[keep] / norms[keep, None])[0]
 
 
