@@ -28,6 +28,12 @@ evaluations at every d as at d = 16; this one measures them at every d instead.
     python benchmarks/bench_fig1_grid.py --dims 256,1024 --reference 1e-6  # and the accuracy of the default
     python benchmarks/bench_fig1_grid.py --dims 256 --lambdas=-1,-7,-13 --without-tail --reference 1e-6
     python benchmarks/bench_fig1_grid.py --measured runs/chistikov2023-fig1 --json out.json
+    python benchmarks/bench_fig1_grid.py --measured runs/fig1-d256 runs/fig1-trial0 --no-sample
+
+`--no-sample` trains nothing: it projects the whole grid from finished runs alone, each column's seconds inside
+tasks scaled from the runs found to the column's 160 (a column run at trial 0 only counts each run five times), on
+`--workers` cores.  The sampled projection above misses the costly uncentred runs at lambda = 4^-1 ... 4^-5 and
+runs low; this one is as good as the trials it is given are typical.
     python benchmarks/bench_fig1_grid.py --kinks runs/chistikov2023-fig1 --dims 256,1024   # no training
 
 `--compare BEFORE AFTER` trains nothing: it matches the stored runs of two finished outputs (e.g. without and with
@@ -176,17 +182,35 @@ def without_tail(d: int, lambdas: list[float], rows: list[dict]) -> dict:
     return {"evals_ratio": ratio, "rows": base}
 
 
-def measured(directory: str) -> dict[int, dict]:
-    """Per d, from a finished `chistikov2023-fig1` output: runs, seconds inside tasks, evaluations."""
+def measured(directories: str | list[str]) -> dict[int, dict]:
+    """Per d, from one or more `chistikov2023-fig1` outputs (a run found in several is counted once): runs, seconds
+    inside tasks, evaluations, and the longest run's seconds."""
+    seen: set = set()
     out: dict[int, dict] = {}
-    for path in sorted(glob.glob(os.path.join(directory, "runs", "*.nc"))):
-        with xr.open_dataset(path) as ds:
-            d = int(json.loads(ds.attrs["spec"])["data"]["d"])
-            col = out.setdefault(d, {"runs": 0, "task_s": 0.0, "evals": []})
-            col["runs"] += 1
-            col["task_s"] += float(ds.attrs["wall_time_s"])
-            col["evals"].append(float(ds["grad_evals"].values[0, -1]))
+    for directory in [directories] if isinstance(directories, str) else directories:
+        for path in sorted(glob.glob(os.path.join(directory, "runs", "*.nc"))):
+            with xr.open_dataset(path) as ds:
+                spec = json.loads(ds.attrs["spec"])
+                key = (int(spec["data"]["d"]), spec["data"]["scheme"], float(spec["init_scale"]), int(spec["trial"]))
+                if key in seen:
+                    continue
+                seen.add(key)
+                col = out.setdefault(key[0], {"runs": 0, "task_s": 0.0, "evals": [], "max_run_s": 0.0})
+                col["runs"] += 1
+                col["task_s"] += float(ds.attrs["wall_time_s"])
+                col["max_run_s"] = max(col["max_run_s"], float(ds.attrs["wall_time_s"]))
+                col["evals"].append(float(ds["grad_evals"].values[0, -1]))
     return out
+
+
+def project_measured(found: dict[int, dict], per_column: int, workers: int) -> dict:
+    """The whole grid projected from finished runs alone: each column's seconds inside tasks scaled from the runs
+    found to the column's `per_column` runs (a column measured at trial 0 only counts each of its runs five
+    times), summed, on `workers` cores (one run at a time each; at least the longest run)."""
+    columns = {d: col["task_s"] * per_column / col["runs"] for d, col in found.items()}
+    total = sum(columns.values())
+    longest = max(col["max_run_s"] for col in found.values())
+    return {"column_core_s": columns, "core_hours": total / 3600, "wall_h": max(total / workers, longest) / 3600}
 
 
 def _finals(directory: str) -> dict:
@@ -414,7 +438,10 @@ def main() -> None:
     parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
                         help="two finished chistikov2023-fig1 outputs: run by run, the time, evaluations and final "
                              "angles of AFTER against BEFORE (trains nothing)")
-    parser.add_argument("--measured", help="output directory of a finished chistikov2023-fig1 run, to compare with")
+    parser.add_argument("--measured", nargs="+", metavar="DIR",
+                        help="output directories of chistikov2023-fig1 runs, to compare with (a run in several counts once)")
+    parser.add_argument("--no-sample", action="store_true",
+                        help="with --measured: train no sample, project the whole grid from the finished runs alone")
     parser.add_argument("--kinks", help="output directory of chistikov2023-fig1: tail evaluations against the pairs "
                         "sliding along a kink, per stored run at --dims (trains nothing)")
     parser.add_argument("--step-error", help="output directory of chistikov2023-fig1: the error of single RKC "
@@ -453,6 +480,23 @@ def main() -> None:
     exp = get("chistikov2023-fig1")
     config = exp.resolve()
     per_column = len(config.grid["data.scheme"]) * len(config.grid["init_scale"]) * config.trials
+    if args.no_sample:
+        if not args.measured:
+            parser.error("--no-sample needs --measured DIR")
+        found = measured(args.measured)
+        proj = project_measured(found, per_column, args.workers)
+        for d, col in sorted(found.items()):
+            print(f"measured d = {d:5d}: {col['runs']:3d} of {per_column} runs, {col['task_s'] / 3600:.3f} core-hours "
+                  f"inside tasks, longest run {col['max_run_s']:.0f} s, evaluations per run median "
+                  f"{np.median(col['evals']):.0f} (max {np.max(col['evals']):.0f}); column projected "
+                  f"{proj['column_core_s'][d] / 3600:.3f} core-hours")
+        missing = sorted(set(config.grid["data.d"]) - set(found))
+        print(f"projection from the finished runs: {proj['core_hours']:.2f} core-hours, on {args.workers} cores "
+              f"{proj['wall_h']:.2f} h" + (f" (columns d = {missing} not measured, not counted)" if missing else ""))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"measured": found, "projection": proj}, f, indent=2, default=float)
+        return
     lambdas = [4.0 ** int(k) for k in args.lambdas.split(",")]
     print(f"chistikov2023-fig1: {per_column} runs per column; sample: both schemes, lambda = 4^({args.lambdas}), "
           f"trial 0; load average {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs; jax {jax.__version__}", flush=True)
