@@ -20,19 +20,6 @@ if "PYTEST_XDIST_WORKER" not in os.environ and "IMPLICITBIAS_TEST_CACHE_OWNER" n
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=1").strip()
 
-# One core per xdist worker: XLA's CPU thread pool spans every core the process may use, so two workers that
-# each spread their programs over both cores of a two-core machine contend for them.
-_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-_ALL_CORES = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-if (_worker.startswith("gw") and os.environ.get("IMPLICITBIAS_TEST_PIN", "1") != "0"
-        and hasattr(os, "sched_setaffinity")):
-    _cores = _ALL_CORES
-    _count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
-    if 1 < _count <= len(_cores):
-        _per = len(_cores) // _count
-        _i = int(_worker[2:])
-        os.sched_setaffinity(0, set(_cores[_i * _per:(_i + 1) * _per]))
-
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
@@ -42,21 +29,6 @@ import implicitbias  # noqa: E402,F401  (enables float64)
 def pytest_unconfigure(config):
     if os.environ.get("IMPLICITBIAS_TEST_CACHE_OWNER") == str(os.getpid()) and not hasattr(config, "workerinput"):
         shutil.rmtree(os.environ["IMPLICITBIAS_CACHE_DIR"], ignore_errors=True)
-
-
-@pytest.fixture
-def all_cores():
-    """Every core of the machine for this test's process (and the processes it starts), not only its xdist
-    worker's own: for a test that starts a sweep of two local workers (each is pinned to a core of its own)."""
-    if not _ALL_CORES or not hasattr(os, "sched_setaffinity"):
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, set(_ALL_CORES))
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
 
 
 @pytest.fixture

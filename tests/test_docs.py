@@ -15,7 +15,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "notebook.md"
 
 
 @pytest.mark.xdist_group("notebook")
-def test_the_notebook_session_runs_as_documented(tmp_path, monkeypatch, all_cores):
+def test_the_notebook_session_runs_as_documented(tmp_path, monkeypatch):
     matplotlib.use("Agg")
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": "__main__"}  # a notebook's cells run in __main__

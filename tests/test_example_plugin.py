@@ -90,7 +90,7 @@ def test_positive_outer_weights_are_outside_scope(tmp_path):
 
 
 @pytest.mark.xdist_group("sweep-cli")
-def test_the_quick_variant_passes_strict_as_a_sweep_and_writes_its_report(tmp_path, all_cores):
+def test_the_quick_variant_passes_strict_as_a_sweep_and_writes_its_report(tmp_path):
     out = tmp_path / "quick"
     assert main(["run", NAME, "--quick", "--strict", "--workers", "2", "--no-progress", "--out", str(out)]) == 0
     assert (out / "figures" / "nuclear_ratio.png").stat().st_size > 0

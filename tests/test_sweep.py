@@ -81,7 +81,7 @@ def test_grouped_gradient_flow_members_equal_one_member_per_call(in_process, tmp
             np.testing.assert_allclose(a[name].values, b[name].values, rtol=1e-9, atol=1e-12, err_msg=name)
 
 
-def test_one_and_two_workers_give_bit_identical_results(in_process, tmp_path, all_cores):
+def test_one_and_two_workers_give_bit_identical_results(in_process, tmp_path):
     two = run_sweep(RUNS, RunStore(tmp_path), workers=2, say=_quiet)
     assert two.workers == 2 and two.trained == len(RUNS) and not two.failed
     _assert_same(in_process.arrays, two.arrays)
