@@ -29,12 +29,12 @@ evaluations at every d as at d = 16; this one measures them at every d instead.
     python benchmarks/bench_fig1_grid.py --dims 256 --lambdas=-1,-7,-13 --without-tail --reference 1e-6
     python benchmarks/bench_fig1_grid.py --measured runs/chistikov2023-fig1 --json out.json
     python benchmarks/bench_fig1_grid.py --measured runs/fig1-d256 runs/fig1-trial0 --no-sample
+    python benchmarks/bench_fig1_grid.py --kinks runs/chistikov2023-fig1 --dims 256,1024   # no training
 
 `--no-sample` trains nothing: it projects the whole grid from finished runs alone, each column's seconds inside
 tasks scaled from the runs found to the column's 160 (a column run at trial 0 only counts each run five times), on
 `--workers` cores.  The sampled projection above misses the costly uncentred runs at lambda = 4^-1 ... 4^-5 and
 runs low; this one is as good as the trials it is given are typical.
-    python benchmarks/bench_fig1_grid.py --kinks runs/chistikov2023-fig1 --dims 256,1024   # no training
 
 `--compare BEFORE AFTER` trains nothing: it matches the stored runs of two finished outputs (e.g. without and with
 the tail tolerance) by (d, scheme, lambda, trial) and prints per (d, scheme) the seconds inside tasks and the
@@ -182,16 +182,21 @@ def without_tail(d: int, lambdas: list[float], rows: list[dict]) -> dict:
     return {"evals_ratio": ratio, "rows": base}
 
 
-def measured(directories: str | list[str]) -> dict[int, dict]:
+def _run_key(ds) -> tuple:
+    """(d, scheme, lambda, trial) of a stored run of chistikov2023-fig1: what identifies it across outputs."""
+    spec = json.loads(ds.attrs["spec"])
+    return int(spec["data"]["d"]), spec["data"]["scheme"], float(spec["init_scale"]), int(spec["trial"])
+
+
+def measured(directories: list[str]) -> dict[int, dict]:
     """Per d, from one or more `chistikov2023-fig1` outputs (a run found in several is counted once): runs, seconds
     inside tasks, evaluations, and the longest run's seconds."""
     seen: set = set()
     out: dict[int, dict] = {}
-    for directory in [directories] if isinstance(directories, str) else directories:
+    for directory in directories:
         for path in sorted(glob.glob(os.path.join(directory, "runs", "*.nc"))):
             with xr.open_dataset(path) as ds:
-                spec = json.loads(ds.attrs["spec"])
-                key = (int(spec["data"]["d"]), spec["data"]["scheme"], float(spec["init_scale"]), int(spec["trial"]))
+                key = _run_key(ds)
                 if key in seen:
                     continue
                 seen.add(key)
@@ -219,8 +224,7 @@ def _finals(directory: str) -> dict:
     out = {}
     for path in sorted(glob.glob(os.path.join(directory, "runs", "*.nc"))):
         with xr.open_dataset(path) as ds:
-            spec = json.loads(ds.attrs["spec"])
-            key = (int(spec["data"]["d"]), spec["data"]["scheme"], float(spec["init_scale"]), int(spec["trial"]))
+            key = _run_key(ds)
             out[key] = {"task_s": float(ds.attrs["wall_time_s"]), "evals": float(ds["grad_evals"].values[0, -1]),
                         "max_angle": float(np.ravel(ds["max_angle"].values)[-1]),
                         "weighted_max_angle": float(np.ravel(ds["weighted_max_angle"].values)[-1])}
