@@ -21,10 +21,12 @@ NAMES = sorted(name for name in catalog() if source(name) == "implicitbias")
 def test_list_names_every_experiment_with_run_times(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    for name in NAMES:
-        assert name in out
-    assert out.count("run time: quick") == len(catalog())  # plugins' experiments included
-    assert all(f"{name}  (plugin: {source(name)})" in out for name in set(catalog()) - set(NAMES))
+    lines = out.splitlines()
+    # issue 42.6: one line per experiment (plugins' included), sorted, within 100 columns, between a header and a
+    # closing line; a plugin's experiment names its package
+    assert [line.split()[0] for line in lines[1:-1]] == sorted(catalog()) and all(len(x) <= 100 for x in lines)
+    assert all(f"[{source(name)}]" in next(x for x in lines if x.startswith(name + " "))
+               for name in set(catalog()) - set(NAMES))
 
 
 def test_describe_prints_the_resolved_config_and_checks(capsys):

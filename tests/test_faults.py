@@ -237,6 +237,7 @@ BAD_INPUTS = [
     ("report {bad_runs}", "damaged"),
     ("report {bad_spec}", "damaged"),
     ("report {root}/good --verbose=2", "--verbose"),
+    ("report {root}/good --strict=yes", "--strict"),
     ("report --partial {missing}", "missing"),  # a run that has not finished: its config.yaml and runs/
     ("report --partial {garbage}", "config.yaml does not exist"),
     ("report --partial {partial_yaml}", "damaged"),

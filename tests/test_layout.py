@@ -14,7 +14,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "implicitbias"
 #: the layers, bottom to top: a module imports only from its own layer or those below it
 LAYERS = {"_spec": 0, "status": 0, "attributes": 0, "losses": 0, "_deferred": 0, "plugins": 0, "data": 1, "models": 1,
           "metrics": 2, "reference": 2, "training": 3, "runs": 4, "theorems": 5, "storage": 5, "experiments": 6,
-          "sweeps": 6, "reports": 6, "pipeline": 7, "cli": 8, "__main__": 8}
+          "sweeps": 6, "reports": 6, "pipeline": 7, "cli": 8, "cli_parser": 8, "__main__": 8}
 PAPER_PACKAGES = ("theorems", "experiments")
 MAX_LINES, MAX_PAPER_LINES = 600, 450
 

@@ -53,10 +53,15 @@ def test_a_measurement_is_shown_with_its_date_load_and_memory(tmp_path):
 
 def test_catalogue_lines_name_every_experiment(tmp_path):
     exps = list(catalog().values())
-    lines = catalogue_lines(exps, {exps[0].name: {"full": RECORD}})
-    assert sum(line.startswith("  run time: quick") for line in lines) == len(exps)
-    text = "\n".join(lines)
-    assert "measured 2026-12-03" in text and text.count(NOT_MEASURED) == 2 * len(exps) - 1
+    first = sorted(e.name for e in exps)[0]
+    lines = catalogue_lines(exps, {first: {"full": RECORD}})
+    # issue 42.6: a header, one line per experiment sorted by name, a closing line; every line within 100 columns
+    assert len(lines) == len(exps) + 2 and all(len(line) <= 100 for line in lines), max(map(len, lines))
+    names = [line.split()[0] for line in lines[1:-1]]
+    assert names == sorted(e.name for e in exps)
+    # the measured full variant of the first shows its wall time (1913 s); every other time is a dash, never a guess
+    assert lines[1].split()[-1] == "min" and "31.9" in lines[1] and lines[1].split()[-3] == "—"
+    assert sum(line.count("—") for line in lines[2:-1]) == 2 * (len(exps) - 1)
 
 
 def test_bad_runtime_files_and_variants_refused(tmp_path):

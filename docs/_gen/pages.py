@@ -1,12 +1,17 @@
 """Generated pages of the documentation site (run by mkdocs-gen-files during `mkdocs build`).
 
 - experiments/NAME.md, one per catalogued experiment (`implicitbias.experiments.registry.catalog()`): paper,
-  systems, summary, settings and their source, measured run times, the theorems checked on its cells with each
-  declared assumption and prediction (statement, threshold values, source), its cross-cell claims, and the
-  figures and verdicts of its quick variant, computed by this build (docs/_gen/gallery.py);
+  systems, summary, settings and their source, how the quick variant differs from the full one (generated from
+  the two resolved configs by `implicitbias.experiments.variants`), measured run times, the theorems checked on
+  its cells with each declared assumption and prediction (statement, threshold values, source), its cross-cell
+  claims, and the figures and verdicts of its quick variant, computed by this build (docs/_gen/gallery.py);
 - experiments/index.md: the catalogue, by system;
 - api/*.md: the API reference, one page per package, one entry per name of the package's `__all__`;
+- api/where.md: every public name of the packages' `__all__` and the leaf module a plugin imports it from;
 - SUMMARY.md: the navigation (mkdocs-literate-nav).
+
+Citations of the specification in the rendered text ("SCIENCE.md S2", "S2") become links to the science pages
+(`cite`).
 
 Nothing here is committed output: every page and figure is written into the build only.
 """
@@ -19,6 +24,7 @@ import inspect
 import logging
 import os
 import pkgutil
+import re
 import shutil
 import sys
 import tempfile
@@ -82,6 +88,37 @@ def code(text) -> str:
     """Inline code that survives a table cell (backticks and pipes made harmless)."""
     text = " ".join(str(text).split()).replace("`", "'")
     return "<code>" + html.escape(text, quote=False).replace("|", "&#124;") + "</code>"
+
+
+#: "SCIENCE.md S2", "SCIENCE.md section 0", 'SCIENCE.md, "What checking a theorem means"', a bare "SCIENCE.md" and
+#: a bare "S2": citations of the project's specification, which readers have as the science pages of this site
+#: (docs/science/citations.md)
+_CITATION = re.compile(r'SCIENCE\.md(?:,? (?:S(\d{1,2})\b|(section 0)\b|"(What checking a theorem means)"))?'
+                       r"|\bS(\d{1,2})\b")
+
+
+def cite(text: str, prefix: str = "../science/") -> str:
+    """Markdown (already escaped by `esc`) with each citation of the specification turned into a link to its science
+    page under `prefix`: "SCIENCE.md S2" and "S2" -> [S2](prefix/s2.md), "SCIENCE.md section 0" -> section 0,
+    "SCIENCE.md" alone -> the science section.  An S<k> without a page stays text."""
+
+    def link(match: re.Match) -> str:
+        k = match.group(1) or match.group(4)
+        if k is not None:
+            page = REPO / "docs" / "science" / f"s{int(k)}.md"
+            return f"[S{k}]({prefix}s{int(k)}.md)" if page.is_file() else f"S{k}"
+        if match.group(2):
+            return f"[section 0]({prefix}s0.md)"
+        if match.group(3):
+            return f"[{match.group(3)}]({prefix}checking.md)"
+        return f"[the science pages]({prefix}index.md)"
+
+    return _CITATION.sub(link, text)
+
+
+def prose(text, prefix: str = "../science/") -> str:
+    """`esc(text)` with its citations of the specification linked (`cite`)."""
+    return cite(esc(text), prefix)
 
 
 def fmt(value) -> str:
@@ -238,6 +275,90 @@ def write_api() -> tuple[dict[str, str], list, list[str]]:
     return targets, nav, undocumented
 
 
+def defining_module(package: str, name: str, obj) -> str:
+    """The module that defines the public name `package.name`: a class's or function's `__module__` (through a
+    `jax.jit` or other wrapper), a module's own name, else the module under the package whose source assigns the
+    name at its top level (a constant, a type alias, a registry)."""
+    inner = getattr(obj, "__wrapped__", obj)
+    if inspect.ismodule(obj):
+        return obj.__name__
+    if (inspect.isclass(inner) or inspect.isfunction(inner)) and getattr(inner, "__module__", "").startswith(
+            "implicitbias"):
+        return inner.__module__
+    root = Path(importlib.import_module(package).__file__).parent
+    pattern = re.compile(rf"^{re.escape(name)}\s*(?::[^=\n]*)?=", re.M)
+    found = [path for path in sorted(root.rglob("*.py")) if pattern.search(path.read_text(encoding="utf-8"))]
+    if not found:
+        return package
+    parts = found[0].relative_to(REPO / "src").with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def where_rows() -> list[dict]:
+    """One row per public object of the packages' `__all__` (an object that several packages export, once): its
+    name, the canonical path of its API page (`canonical`), the module it is defined in, the module a plugin
+    imports it from, the packages that export it, and whether that module is a package (`package_level`: a name
+    defined in a package's `__init__`, such as the registry `AnyModel`, which a plugin's model, data or method
+    module cannot import at its top level, the package being still loading then).  A name defined in a private
+    module (`implicitbias._spec`) is imported from the nearest package above it that exports it."""
+    rows: dict[tuple[str, str], dict] = {}
+    for package in public_packages():
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            if name == "__version__":
+                continue
+            obj = getattr(module, name)
+            defined = defining_module(package, name, obj)
+            key = (name, defined)
+            if key in rows:
+                rows[key]["exported_by"].append(package)
+                continue
+            rows[key] = {"name": name, "path": canonical(package, name, obj), "defined": defined,
+                         "exported_by": [package]}
+    for row in rows.values():
+        defined = row["defined"]
+        if any(part.startswith("_") for part in defined.split(".")):
+            above = [p for p in row["exported_by"] if defined.startswith(p + ".")]
+            row["leaf"] = max(above, key=len) if above else defined
+        else:
+            row["leaf"] = defined
+        leaf = importlib.import_module(row["leaf"])
+        row["package_level"] = hasattr(leaf, "__path__") and row["leaf"] == row["defined"]
+    return sorted(rows.values(), key=lambda r: (r["name"].lower(), r["leaf"]))
+
+
+def where_page(api: dict[str, str]) -> str:
+    """api/where.md: every public name and the module a plugin imports it from (`where_rows`)."""
+    lines = ["# Where each public name lives", "",
+             "A plugin's modules import what they use from the module that defines it, the *leaf module*, rather "
+             "than from a package such as `implicitbias.models`: `implicitbias` loads the plugins' entry points while "
+             "it builds its registries (`AnyModel`, `AnyData`, `AnyMethod`), so those packages are still being "
+             "imported when a plugin's modules are, and hold only the names bound so far ([why](../howto/plugin.md"
+             "#the-worked-example-examplesquadratic-net)). A leaf module is complete once imported: `from "
+             "implicitbias.models.base import Model` never depends on how far `implicitbias.models` has loaded.",
+             "",
+             "This table is generated from the `__all__` of every package (the [API reference](index.md)): each "
+             "public name, the statement a plugin imports it with, and the packages that also export it (what a "
+             "script or a notebook, which runs after everything is loaded, may import it from).", "",
+             "| name | a plugin imports it with | also exported by |", "| --- | --- | --- |"]
+    for row in where_rows():
+        target = api.get(row["path"])
+        name = f"[`{row['name']}`]({os.path.relpath(target, 'api')})" if target else f"`{row['name']}`"
+        statement = code(f"from {row['leaf']} import {row['name']}")
+        if row["leaf"] != row["defined"]:
+            statement += f" (defined in `{row['defined']}`)"
+        if row["package_level"]:
+            statement += (" — defined by the package itself, not by a leaf module: a plugin's modules use it "
+                          "inside their functions only")
+        exporters = ", ".join(f"`{p}`" for p in row["exported_by"] if p != row["leaf"]) or "—"
+        lines.append(f"| {name} | {statement} | {exporters} |")
+    return "\n".join(lines) + "\n"
+
+
+#: the generated page of where each public name lives (linked from extending/index.md and howto/plugin.md)
+WHERE_PAGE = "api/where.md"
+
+
 # -- experiments --------------------------------------------------------------------------------------------
 def cells_of(experiment, quick: bool):
     """The cells of a variant, without training (as `implicitbias describe` builds them)."""
@@ -266,13 +387,13 @@ def theorem_section(theorem, api: dict[str, str], page_dir: str, cells: list[str
         lines += ["| kind | statement | threshold | source |", "| --- | --- | --- | --- |"]
         for d in declarations:
             row = d.row(theorem)
-            lines.append(f"| {row['kind']} | {esc(row['statement'])} | {esc(row['threshold']) or '—'} | "
-                         f"{esc(row['source'])} |")
+            lines.append(f"| {row['kind']} | {prose(row['statement'])} | {prose(row['threshold']) or '—'} | "
+                         f"{prose(row['source'])} |")
     else:
         doc = inspect.getdoc(cls) or ""
         lines += ["This theorem declares no assumption or prediction with `@assumption`/`@prediction` yet; "
                   "its `check` evaluates what its docstring says:", ""]
-        lines += ["> " + esc(p) for p in doc.split("\n\n")[:2] if p.strip()] or ["> (no docstring)"]
+        lines += ["> " + prose(p) for p in doc.split("\n\n")[:2] if p.strip()] or ["> (no docstring)"]
     lines.append("")
     return lines
 
@@ -292,7 +413,7 @@ def checks_section(outcome) -> list[str]:
     for c in outcome.checks:
         bound = f"{c.get('relation', '')} {fmt(c.get('bound'))}" if c.get("bound") is not None else ""
         lines.append(f"    | {esc(c.get('cell', ''))} | {c.get('kind', '')} | {esc(c.get('theorem', ''))} | "
-                     f"{esc(c.get('statement', ''))} | {fmt(c.get('measured'))} | {esc(bound)} | "
+                     f"{prose(c.get('statement', ''))} | {fmt(c.get('measured'))} | {esc(bound)} | "
                      f"**{esc(str(c.get('outcome', '')).replace('_', ' '))}** |")
     return lines + [""]
 
@@ -306,14 +427,22 @@ def system_link(system: str, prefix: str = "../science/") -> str:
 def experiment_page(experiment, api, measurements, outcome, ran_gallery: bool) -> str:
     from implicitbias.experiments import registry
     from implicitbias.experiments.runtimes import runtime
+    from implicitbias.experiments.variants import describe_quick
 
     name = experiment.name
     systems = ", ".join(system_link(s) for s in experiment.systems) or "—"
-    lines = [f"# {name}", "", esc(experiment.summary), "",
+    try:
+        quick = esc(describe_quick(experiment).removeprefix("Quick variant: "))
+    except Exception as exc:  # a quick variant that does not resolve is a bug: fail the strict build
+        log.warning(f"experiment {name}: its quick variant could not be compared ({type(exc).__name__}: {exc})")
+        quick = "—"
+    lines = [f"# {name}", "", prose(experiment.summary), "",
              "| about | |", "| --- | --- |",
-             f"| paper | {esc(experiment.paper)} |",
+             f"| paper | {prose(experiment.paper)} |",
              f"| systems | {systems} |",
-             f"| settings | {esc(experiment.settings_source) or '—'} |",
+             f"| settings (full variant) | {prose(experiment.settings_source) or '—'} |",
+             f"| quick variant (`--quick`) | {quick[:1].upper() + quick[1:]} (generated from the two resolved "
+             "configs) |",
              f"| run time, quick variant | {esc(runtime(name, 'quick', measurements))} |",
              f"| run time, full variant | {esc(runtime(name, 'full', measurements))} |"]
     try:
@@ -434,7 +563,7 @@ def write_experiments(api) -> list[tuple[str, str]]:
         lines += [f"## {system_link(system)}", "", "| experiment | paper | what it shows |",
                   "| --- | --- | --- |"]
         for e in by_system[system]:
-            lines.append(f"| [{e.name}]({e.name}.md) | {esc(e.paper)} | {esc(e.summary)} |")
+            lines.append(f"| [{e.name}]({e.name}.md) | {prose(e.paper)} | {prose(e.summary)} |")
         lines.append("")
     with mkdocs_gen_files.open("experiments/index.md", "w") as f:
         f.write("\n".join(lines))
@@ -464,7 +593,7 @@ def write_system_sections(experiments, by_system, api) -> None:
             lines += ["No catalogued experiment declares this system yet.", ""]
         else:
             lines += ["Experiments (generated from the catalogue when these pages were built):", ""]
-            lines += [f"- [{e.name}](../experiments/{e.name}.md): {esc(e.summary)}" for e in chosen]
+            lines += [f"- [{e.name}](../experiments/{e.name}.md): {prose(e.summary, '')}" for e in chosen]
             theorems: dict[str, str] = {}
             for e in chosen:
                 try:
@@ -476,7 +605,7 @@ def write_system_sections(experiments, by_system, api) -> None:
                     cls = type(t)
                     path = f"{cls.__module__}.{cls.__qualname__}"
                     link = f"[`{cls.__name__}`](../{api[path]}#{path})" if path in api else f"`{cls.__name__}`"
-                    theorems.setdefault(path, f"- {link}: {esc(t.title)}")
+                    theorems.setdefault(path, f"- {link}: {prose(t.title, '')}")
             if theorems:
                 lines += ["", "Theorems and claims they check:", ""] + list(theorems.values())
             lines.append("")
@@ -496,6 +625,7 @@ def write_nav(experiment_nav, api_nav) -> None:
     lines.append("* [Experiments](experiments/index.md)")
     lines += [f"    * [{t}]({p})" for t, p in experiment_nav]
     lines.append("* API reference")
+    lines.append(f"    * [Where each public name lives]({WHERE_PAGE})")
     for title, page, children in api_nav:
         lines.append(f"    * [{title}]({page})")
         lines += [f"        * [{t}]({p})" for t, p in children]
@@ -505,10 +635,14 @@ def write_nav(experiment_nav, api_nav) -> None:
 
 def main() -> None:
     api, api_nav, undocumented = write_api()
+    with mkdocs_gen_files.open(WHERE_PAGE, "w") as f:
+        f.write(where_page(api))
     if undocumented:
         say(f"API: {len(undocumented)} public names have no docstring of their own: {', '.join(undocumented)}")
     experiment_nav = write_experiments(api)
     write_nav(experiment_nav, api_nav)
 
 
-main()
+# mkdocs-gen-files runs this file with runpy.run_path ("<run_path>"); a test imports it to render one page
+if __name__ in ("<run_path>", "__main__"):
+    main()

@@ -8,15 +8,17 @@ $IMPLICITBIAS_CACHE_DIR; set IMPLICITBIAS_JAX_CACHE=0 to disable it).  Programs 
 sets 0: its many processes compile the same small programs).
 """
 
-import importlib
-import os
-from importlib.metadata import PackageNotFoundError, version
+# helper modules under private names: `dir(implicitbias)` and tab completion show the package's own names only
+import importlib as _importlib
+import os as _os
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _version
 
 # equinox (under diffrax) raises its runtime errors through a host callback by default, and JAX never
 # writes a program with a host callback to the persistent cache: every gradient-flow program would be
 # recompiled in every process (~10 s each).  With "nan" a failed runtime check fills the outputs with NaN,
 # which `train` reports as a diverged run with its step.  Set EQX_ON_ERROR=raise to debug.
-os.environ.setdefault("EQX_ON_ERROR", "nan")
+_os.environ.setdefault("EQX_ON_ERROR", "nan")
 
 
 def _xla_cpu_defaults() -> None:
@@ -26,34 +28,32 @@ def _xla_cpu_defaults() -> None:
     2.1 s; frei2023-kkt --quick 27.8 s -> 21.8 s, chistikov2023-fig1 --quick 15.0 s -> 13.4 s.  Set before JAX
     creates its CPU client, only for the jaxlib versions where the flag was measured (XLA aborts on a flag it
     does not know), and never over the user's own XLA_FLAGS choice; IMPLICITBIAS_XLA_DEFAULTS=0 turns it off."""
-    flags = os.environ.get("XLA_FLAGS", "")
-    if os.environ.get("IMPLICITBIAS_XLA_DEFAULTS", "1") == "0" or "xla_cpu_use_fusion_emitters" in flags:
+    flags = _os.environ.get("XLA_FLAGS", "")
+    if _os.environ.get("IMPLICITBIAS_XLA_DEFAULTS", "1") == "0" or "xla_cpu_use_fusion_emitters" in flags:
         return
     try:
-        major_minor = tuple(int(x) for x in version("jaxlib").split(".")[:2])
-    except (PackageNotFoundError, ValueError):
+        major_minor = tuple(int(x) for x in _version("jaxlib").split(".")[:2])
+    except (_PackageNotFoundError, ValueError):
         return
     if major_minor == (0, 10):
-        os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_use_fusion_emitters=false").strip()
+        _os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_use_fusion_emitters=false").strip()
 
 
 _xla_cpu_defaults()
 
-import jax  # noqa: E402
+import jax as _jax  # noqa: E402
 
-jax.config.update("jax_enable_x64", True)
-if os.environ.get("IMPLICITBIAS_JAX_CACHE", "1") != "0":
+_jax.config.update("jax_enable_x64", True)
+if _os.environ.get("IMPLICITBIAS_JAX_CACHE", "1") != "0":
     # compiled programs are cached on disk: a second run of the same experiment skips XLA compilation
-    _cache = os.environ.get("IMPLICITBIAS_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "implicitbias"))
-    jax.config.update("jax_compilation_cache_dir", os.path.join(_cache, "jax"))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs",
-                      float(os.environ.get("IMPLICITBIAS_CACHE_MIN_COMPILE_S", "0.5")))
+    _cache = _os.environ.get("IMPLICITBIAS_CACHE_DIR", _os.path.join(_os.path.expanduser("~"), ".cache", "implicitbias"))
+    _jax.config.update("jax_compilation_cache_dir", _os.path.join(_cache, "jax"))
+    _jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                       float(_os.environ.get("IMPLICITBIAS_CACHE_MIN_COMPILE_S", "0.5")))
 
 from implicitbias._spec import ConfigError, Spec  # noqa: E402
 
 __version__ = "0.1.0"
-
-
 
 #: names imported on first use: `import implicitbias` stays light (the command line starts in about a second)
 _LAZY = {
@@ -71,7 +71,7 @@ _LAZY = {
 def __getattr__(name: str):
     """`implicitbias.run`, `implicitbias.load`, ... imported when first used."""
     if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(_importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'implicitbias' has no attribute {name!r}")
@@ -79,3 +79,8 @@ def __getattr__(name: str):
 
 __all__ = ["ConfigError", "Experiment", "ExperimentConfig", "Figure", "Results", "RunSpec", "Spec", "__version__",
            "load", "report", "run"]
+
+
+def __dir__() -> list[str]:
+    """The public names (`__all__`), the lazily imported ones included, without the modules the package uses."""
+    return sorted(__all__)

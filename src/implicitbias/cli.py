@@ -1,10 +1,10 @@
 """The `implicitbias` command line: list, describe, run and report experiments.
 
 Exit codes: 0 done; 1 a prediction failed (with --strict); 2 bad input or an environment that cannot do what
-was asked (a value out of range, an unreadable file, a full disk, a cluster that gives no worker): one line
-naming the option or field, the value and what is allowed, no traceback, and nothing written when the input
-is refused; 3 some runs diverged or raised (reported, the rest kept); 130 interrupted (Ctrl-C: finished runs
-are kept and a rerun resumes).
+was asked (one line naming the option or field, the value and what is allowed; nothing written); 3 some runs
+diverged or raised (reported, the rest kept); 4 the code of a check raised (one line each; outcome "error" in
+checks.json, the other verdicts written; `implicitbias report DIR` checks again); 130 interrupted (finished runs
+are kept and a rerun resumes).  When several apply: 3, then 4, then 1.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import shutil
 import sys
 
 from implicitbias._spec import SPACE_ERRNOS, ConfigError, machine_error, parse_overrides
+from implicitbias.cli_parser import RUN_OPTIONS, make_parser  # noqa: F401 - RUN_OPTIONS: the options of `run`
 
 EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_PREDICTION_FAILED, EXIT_INTERRUPTED = 2, 3, 1, 130
 
@@ -46,23 +47,27 @@ def cmd_run(args) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED  # the pipeline said what is kept and how to resume
     record = results.record
-    if "results" in record.paths:
-        print(summary(results.checks, args, record.paths))
-        print(f"wall time {record.wall_time_s:.1f} s ({record.runs} runs: {record.trained} trained, "
+    timing = (f"wall time {record.wall_time_s:.1f} s"
+              + (f" (of which start-up {record.startup_s:.1f} s)" if record.startup_s else "")
+              + f"; training {record.training_s:.1f} s ({record.runs} runs: {record.trained} trained, "
               f"{record.reused} loaded)")
-    if record.failed:
-        print(record.failure_report(), file=sys.stderr)
-        return EXIT_RUN_FAILED
-    failed = [c for c in results.checks if c["kind"] == "prediction" and c["outcome"] == "fails"]
-    return EXIT_PREDICTION_FAILED if args.strict and failed else 0
+    return conclude(results, args, EXIT_RUN_FAILED if record.failed else 0, timing)
 
 
-def summary(checks: list[dict], args, paths: dict[str, str]) -> str:
-    """One line per theorem, the failed or out-of-scope predictions by name, the paths (--verbose: every row)."""
+def conclude(results, args, code: int = 0, timing: str = "") -> int:
+    """Print the verdicts (one line per theorem, the failed predictions, the paths; --verbose: every row), the
+    times, the failed runs and one line per raised check; return the exit code (`pipeline.checks.exit_code`)."""
+    from implicitbias.pipeline.checks import exit_code
     from implicitbias.reports import summarize
 
-    return summarize(checks, paths=paths, verbose=args.verbose, color=sys.stdout.isatty(),
-                     width=shutil.get_terminal_size().columns)
+    record = results.record
+    if "results" in record.paths:
+        print(summarize(results.checks, paths=record.paths, verbose=args.verbose, color=sys.stdout.isatty(),
+                        width=shutil.get_terminal_size().columns) + (f"\n{timing}" if timing else ""))
+    if record.failed:
+        print(record.failure_report(), file=sys.stderr)
+    message, code = exit_code(results.checks, args.strict, record.out, code)
+    return print(message, file=sys.stderr) or code if message else code
 
 
 def cmd_report(args) -> int:
@@ -73,8 +78,7 @@ def cmd_report(args) -> int:
     except RuntimeError as exc:  # the figures or the page could not be drawn: the line says what is kept
         print(exc, file=sys.stderr)
         return EXIT_PREDICTION_FAILED
-    print(summary(results.checks, args, results.record.paths))
-    return 0
+    return conclude(results, args)
 
 
 def cmd_index(args) -> int:
@@ -86,52 +90,25 @@ def cmd_index(args) -> int:
     return 0
 
 
-#: the options of `implicitbias run`: flag, type (bool: a switch), help
-RUN_OPTIONS = [
-    ("--quick", bool, "the small variant (<= 60 s on 2 cores)"),
-    ("--out", str, "output directory (default runs/NAME[-quick])"),
-    ("--seed", int, "base seed of data and initialisation"),
-    ("--strict", bool, "exit 1 when a prediction fails"),
-    ("--workers", int, "Dask worker processes on this machine (default: one per core; 0: train in this process)"),
-    ("--scheduler", str, "address of a running Dask scheduler, e.g. tcp://host:8786"),
-    ("--cluster", str, "YAML file describing a SLURM/PBS cluster for dask-jobqueue (see implicitbias.sweeps.cluster)"),
-    ("--worker-timeout", float, "give up (exit 2) when the cluster has no worker for this many seconds (default: 30 "
-     "for local workers, 60 for --scheduler, 300 for --cluster)"),
-    ("--dashboard", str, "HOST:PORT where the Dask dashboard listens (default 127.0.0.1 on a free port: this "
-     "machine only; 0.0.0.0:8787 exposes it to the network)"),
-    ("--no-progress", bool, "no progress bar"),
-    ("--verbose", bool, "print every assumption and prediction row"),
-]
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="implicitbias", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="every experiment, with paper, systems and run times").set_defaults(fn=cmd_list)
-    sets = dict(nargs="*", action="extend", default=[], metavar="FIELD=VALUE",
-                help="override config fields, e.g. model.width=50, or a grid axis: grid.init_scale=[0.1,1]")
-    commands = [("describe", cmd_describe, "name", "the resolved config and the checks of an experiment",
-                 RUN_OPTIONS[:1]),
-                ("run", cmd_run, "name", "train an experiment and write config, results, figures, checks, report",
-                 RUN_OPTIONS),
-                ("report", cmd_report, "dir", "rebuild figures and report from DIR/results.nc without training",
-                 RUN_OPTIONS[-1:] + [("--partial", bool, "the runs finished so far of a run not finished yet")]),
-                ("index", cmd_index, "dir", "write DIR/index.html listing every run directory under DIR", [])]
-    for name, fn, positional, text, options in commands:
-        p = sub.add_parser(name, help=text)
-        p.add_argument(positional)
-        for flag, kind, help_ in options:
-            p.add_argument(flag, **({"action": "store_true"} if kind is bool else {"type": kind}), help=help_)
-        if name in ("describe", "run"):
-            p.add_argument("--set", **sets)
-        p.set_defaults(fn=fn, argv=None)
-    return parser
+    """The parser of every subcommand (`implicitbias.cli_parser.make_parser`) with this module's commands."""
+    return make_parser(__doc__, {"list": cmd_list, "describe": cmd_describe, "run": cmd_run, "report": cmd_report,
+                                 "index": cmd_index})
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The parsed arguments; a refusal (exit 2) prints the usage of the subcommand it concerns, not the top-level
+    one (argparse leaves the arguments a subcommand does not take to the top-level parser)."""
+    args, extra = build_parser().parse_known_args(argv)
+    if extra:
+        args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line (argv: the arguments after the program name; None: sys.argv); returns the exit code."""
     try:
-        args = build_parser().parse_args(argv)
+        args = parse(argv)
         return args.fn(args)
     except ConfigError as exc:  # bad input, and an environment that cannot do what was asked (ResourceError)
         print(f"error: {exc}", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -13,11 +14,29 @@ from implicitbias.experiments.config import ExperimentConfig, expand, with_overr
 @dataclasses.dataclass(frozen=True)
 class Figure:
     """A figure of an experiment: `draw(results) -> matplotlib Figure`, where `results` is the
-    experiment's `Results` (cells of engine Datasets plus the resolved config)."""
+    experiment's `Results` (cells of engine Datasets plus the resolved config); `name` names its files
+    (`figures/NAME.png`), `title` heads the drawn figure and captions it in the report (`render`)."""
 
     name: str
     title: str
     draw: Callable[[Any], Any]
+
+    @property
+    def heading(self) -> str:
+        """The words the figure is headed by: its title's first sentence (a catalogued figure's title is its
+        whole caption, which the report prints beneath it), or its name when the title is empty."""
+        text = " ".join(self.title.split())
+        first = re.split(r"(?<=[^.\s][.;])\s+(?=[A-Z(])", text, maxsplit=1)[0] if text else ""
+        return first.rstrip(".;") if first != text else text or self.name
+
+    def render(self, results):
+        """`draw(results)`, headed by `heading` (wrapped to the figure's width) and laid out so that a plain
+        `savefig` keeps the heading clear of the panels and every label inside the figure (`headline`)."""
+        from implicitbias.experiments.figures import headline  # matplotlib only when a figure is drawn
+
+        fig = self.draw(results)
+        headline(fig, self.heading)
+        return fig
 
 
 @dataclasses.dataclass(frozen=True)

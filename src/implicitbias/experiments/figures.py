@@ -8,11 +8,69 @@ import matplotlib
 matplotlib.use("Agg")
 
 import csv
+import re
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import NullLocator
+
+#: readable axis labels of the recorded quantities (docs/science/quantities.md), by recorded name
+METRIC_LABELS = {
+    "step": "step k",
+    "time": "time t",
+    "grad_evals": "gradient evaluations",
+    "loss": "training loss",
+    "test_loss": "test loss",
+    "accuracy": "training accuracy",
+    "test_accuracy": "test accuracy",
+    "param_norm": "parameter norm ||θ||",
+    "min_margin": "smallest margin min_i y_i f(x_i)",
+    "normalized_margin": "normalised margin",
+    "margin_spread": "margin spread (max / min margin)",
+    "z_norm": "norm of the linear predictor ||z||",
+    "z_margin": "margin of the linear predictor z",
+    "linear_agreement": "agreement of sign f(x) with sign <z, x>",
+    "cosine_to_reference": "cosine to the reference direction",
+    "unit_distance_to_reference": "distance to the reference direction",
+    "n_active": "number of active neurons",
+    "max_angle": "largest angle between active neurons (rad)",
+    "mean_angle": "mean angle between active neurons (rad)",
+    "weighted_max_angle": "largest angle between weighted active neurons (rad)",
+    "kink_max_angle": "largest angle between active neurons off the kink (rad)",
+    "balancedness_max": "balancedness max_j |a_j² - ||w_j||²|",
+    "kkt_stationarity": "KKT stationarity residual",
+    "kkt_complementarity": "KKT complementarity gap",
+    "l1_l2_sparsity": "sparsity ||w||_1² / ||w||_2²",
+}
+
+#: readable labels of the per-matrix quantities `<M>.<name>`, with `{M}` the matrix (`W`, `W1`, ...)
+MATRIX_LABELS = {
+    "frobenius": "Frobenius norm of {M}",
+    "spectral": "spectral norm of {M}",
+    "nuclear": "nuclear norm of {M}",
+    "stable_rank": "stable rank of {M}",
+    "numerical_rank": "numerical rank of {M}",
+    "effective_rank": "effective rank of {M}",
+    "sigma2_ratio": "σ2 / σ1 of {M}",
+    "sigma3_ratio": "σ3 / σ1 of {M}",
+}
+
+
+def metric_label(metric: str, relative: bool = False) -> str:
+    """The axis label of a recorded quantity: readable words where the name is known (`W.stable_rank` ->
+    "stable rank of W", `max_angle` -> "largest angle between active neurons (rad)"), the name itself otherwise;
+    `relative` (the value over its value at init) adds " (relative to init)"."""
+    label = METRIC_LABELS.get(metric)
+    if label is None and "." in metric:
+        matrix, _, name = metric.rpartition(".")
+        if name in MATRIX_LABELS:
+            label = MATRIX_LABELS[name].format(M=matrix)
+    if label is None:
+        pair = re.fullmatch(r"alignment_(\w+?)_(\w+)", metric)
+        label = f"alignment of {pair[1]} with {pair[2]} (top singular vectors)" if pair else metric
+    return label + (" (relative to init)" if relative else "")
 
 
 def panels(n: int = 1, width: float = 5.0, height: float = 3.8):
@@ -39,7 +97,7 @@ def curves(ax, cell, metric: str, *, x: str = "step", hue: str | None = None, re
     ax.set_xscale("log" if logx else "linear")
     ax.set_yscale("log" if logy else "linear")
     ax.set_xlabel({"step": "GD step k", "time": "time t (= lr k for GD)"}.get(x, x))
-    ax.set_ylabel(metric + (" / value at init" if relative else ""))
+    ax.set_ylabel(metric_label(metric, relative))
     ax.grid(True, which="both", alpha=0.3)
 
 
@@ -55,6 +113,24 @@ def finish(ax, title: str):
     handles, labels = ax.get_legend_handles_labels()
     if labels:
         ax.legend(fontsize=7)
+
+
+def headline(fig, text: str, *, fontsize: float = 10, max_lines: int = 3):
+    """Head `fig` with `text` (a figure's title) as its suptitle, wrapped to the figure's width (at most
+    `max_lines` lines, the rest cut at a word and marked "…"), and give the figure a layout engine when it has
+    none (tight layout, which makes room for the suptitle): a plain `fig.savefig(path)` then keeps the heading
+    clear of the panel titles and every label inside the figure.  A layout the figure already has (e.g.
+    `layout="constrained"`) is kept.  Returns the suptitle's Text."""
+    width_pt = fig.get_figwidth() * 72
+    chars = max(20, int(0.95 * width_pt / (0.55 * fontsize)))  # DejaVu Sans: about 0.55 em a character
+    lines = textwrap.wrap(" ".join(text.split()), chars) or [""]
+    if len(lines) > max_lines:
+        lines = lines[:max_lines]
+        lines[-1] = textwrap.shorten(lines[-1] + " …", chars, placeholder=" …")
+    title = fig.suptitle("\n".join(lines), fontsize=fontsize)
+    if fig.get_layout_engine() is None:
+        fig.set_layout_engine("tight")
+    return title
 
 
 def thin_log_axes(fig, decades: float = 3.0):

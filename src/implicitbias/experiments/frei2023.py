@@ -85,7 +85,7 @@ FIG1 = Experiment(
     theorems=lambda cell: [FreiTheorem42()],
     claims=(FreiFigure1Claims(),),
     settings_source="n = 100, GMM with ||mu|| = d^0.26, lr 0.01 (left) and 0.16 (right), init 50x below "
-                    "Glorot-uniform (left), d = 10^4 (right): from SCIENCE.md S2 (secondary sources, unconfirmed against "
+                    "Glorot-uniform (left), d = 10^4 (right): from S2 (secondary sources, unconfirmed against "
                     "the paper's Appendix F). Ours: d = 300..10^4 (left), m = 128 (so that the full variant "
                     "runs in minutes here), gamma = 0.1, 2000 steps.",
 )

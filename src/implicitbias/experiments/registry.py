@@ -5,6 +5,7 @@ function returning them.  implicitbias's own entry is `builtin_experiments`: eve
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import pkgutil
 import sys
@@ -73,10 +74,21 @@ def source(name: str) -> str:
     return sources()[name]
 
 
+def nearest_names(name: str, names, n: int = 3) -> list[str]:
+    """The (at most n) names nearest to a mistyped `name`: those containing it (case aside: "kou" finds
+    kou2023-rates), then difflib's closest spellings ("chistikov-fig1" finds chistikov2023-fig1)."""
+    names = sorted(names)
+    inside = [m for m in names if len(name) >= 3 and name.lower() in m.lower()]
+    close = difflib.get_close_matches(name, names, n=n, cutoff=0.6)
+    return list(dict.fromkeys(inside + close))[:n]
+
+
 def get(name: str) -> Experiment:
-    """The catalogued experiment of this name (refused with the list of names)."""
+    """The catalogued experiment of this name (refused in one line with the nearest names, if any)."""
     experiments = catalog()
     if name not in experiments:
-        raise ConfigError(f"experiment {name!r} is not known: expected one of {', '.join(experiments)} "
-                          "(`implicitbias list` shows them)")
+        near = nearest_names(str(name), experiments)
+        guess = f": did you mean {' or '.join([', '.join(near[:-1]), near[-1]] if len(near) > 1 else near)}?" \
+            if near else ""
+        raise ConfigError(f"unknown experiment {name!r}{guess} (`implicitbias list` lists all {len(experiments)})")
     return experiments[name]

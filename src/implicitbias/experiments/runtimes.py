@@ -116,19 +116,53 @@ def runtime(name: str, variant: str, measurements: dict | None = None) -> str:
     return describe((measurements.get(name) or {}).get(variant))
 
 
-def catalogue_lines(experiments=None, measurements: dict | None = None) -> list[str]:
-    """The lines `implicitbias list` prints: each experiment's name, paper, systems, summary and its
-    measured run times (quick and full)."""
+#: the width of `implicitbias list`: one line per experiment, at most this many characters
+CATALOGUE_WIDTH = 100
+#: the widest systems column (a plugin may name its systems in words); longer is cut with an ellipsis
+_SYSTEMS_WIDTH = 7
+#: the width of a short run time ("9.0 s", "31.9 min", ">30min", "12.5 h")
+_TIME_WIDTH = 8
+
+
+def short_runtime(record: dict | None) -> str:
+    """The wall time of one measurement record in at most 8 characters, for the catalogue's columns: "16 s",
+    "4.2 min", "2.1 h"; ">T" for a run the benchmark stopped after T (a lower bound); "—" not measured."""
+    wall = (record or {}).get("wall_s")
+    if not isinstance(wall, int | float) or not math.isfinite(wall):
+        return "—"
+    text = (f"{wall:.1f} s" if wall < 10 else f"{wall:.0f} s" if wall < 100 else f"{wall / 60:.1f} min"
+            if wall < 6000 else f"{wall / 3600:.1f} h")
+    return (">" + text.replace(" min", "min")) if record.get("timed_out_after_s") else text
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def catalogue_lines(experiments=None, measurements: dict | None = None, width: int = CATALOGUE_WIDTH) -> list[str]:
+    """The lines `implicitbias list` prints: a header, one line per experiment sorted by name (name, paper,
+    systems, measured wall time of the quick and the full variant), and a line saying where the rest is; every
+    line at most `width` characters (the paper, then the systems, cut with an ellipsis).  A plugin's experiment
+    has its package in brackets before the paper.  `implicitbias describe NAME` prints what it shows and the
+    whole measurement (`describe`)."""
     if experiments is None:
         experiments = catalog().values()
     measurements = load_runtimes() if measurements is None else measurements
-    lines, packages = [], sources()
-    for e in experiments:
+    packages = sources()
+    rows = []
+    for e in sorted(experiments, key=lambda e: e.name):
         package = packages.get(e.name)
-        lines += [e.name + (f"  (plugin: {package})" if package not in ("implicitbias", None) else ""),
-                  f"  paper:    {e.paper}  [{','.join(e.systems)}]", f"  shows:    {e.summary}",
-                  f"  run time: quick {runtime(e.name, 'quick', measurements)}",
-                  f"            full {runtime(e.name, 'full', measurements)}", ""]
+        paper = (f"[{package}] " if package not in ("implicitbias", None) else "") + e.paper
+        times = [short_runtime((measurements.get(e.name) or {}).get(v)) for v in VARIANTS]
+        rows.append((e.name, paper, _fit(",".join(e.systems), _SYSTEMS_WIDTH), *times))
+    head = ("experiment", "paper", "systems", "quick", "full")
+    name_w = max(len(r[0]) for r in [head, *rows])
+    systems_w = max(len(r[2]) for r in [head, *rows])
+    paper_w = max(width - name_w - systems_w - 2 * _TIME_WIDTH - 8, 10)
+    lines = [f"{n:<{name_w}}  {_fit(p, paper_w):<{paper_w}}  {s:<{systems_w}}  {q:>{_TIME_WIDTH}}  {f:>{_TIME_WIDTH}}"
+             .rstrip() for n, p, s, q, f in [head, *rows]]
+    lines.append(_fit("wall times as measured (— not yet); `implicitbias describe NAME`: what it shows, its "
+                      "measurements", width))
     return lines
 
 

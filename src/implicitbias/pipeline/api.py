@@ -5,6 +5,9 @@ cluster; `implicitbias.report` and `implicitbias.load` for a finished run direct
 options, the memory budget, the data), then trains the runs a sweep has not stored yet (`implicitbias.sweeps`),
 checks the theorems, and writes config.yaml, results.nc, figures/, checks.json, report.html and the runs index.
 Every run is stored in `DIR/runs/` the moment it finishes: the same call on the same directory resumes.
+A script that calls `run` at its top level needs no `if __name__ == "__main__":` for the local workers (they
+start without importing it again, `sweeps.cluster.workers_skip_main`); a process of its own that imports it
+again (multiprocessing's spawn) is refused at once (`_refuse_in_spawned_main`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import json
 import os
 import shlex
 import sys
@@ -31,9 +35,11 @@ from implicitbias.pipeline import definitions, preflight
 from implicitbias.pipeline.checks import evaluate_checks
 from implicitbias.pipeline.outputs import write_config, write_outputs
 from implicitbias.reference.memo import memo_directory
+from implicitbias.reports import write_index
 from implicitbias.runs.budget import check_fits
 from implicitbias.runs.execute import dataset_of
 from implicitbias.runs.results import Results
+from implicitbias.storage.files import atomic_file
 from implicitbias.storage.lock import directory_lock
 from implicitbias.storage.stacked import load_results, save_results
 from implicitbias.storage.store import RunStore
@@ -47,7 +53,13 @@ DRAWING_ERRORS = (ArithmeticError, ValueError, TypeError, IndexError, KeyError, 
 @dataclasses.dataclass
 class RunRecord:
     """How a call of `run` went: runs trained and loaded, the runs that failed (with their messages), the
-    paths written, the wall time, and a one-line warning when the figures or report could not be drawn."""
+    paths written, its times, and a one-line warning when the figures or report could not be drawn.
+
+    wall_time_s: what the caller waited, to the end of the call (checks, training, figures, report and the
+    cluster's shutdown included), from the start of the process when this is the first `run` of a command or
+    script (its interpreter's start-up and imports are then `startup_s` of it; 0.0 in a notebook, in a later
+    call, or where the process's start cannot be read), else from the start of the call; training_s: the sweep
+    alone (loading stored runs, starting the workers, training).  run.json keeps all three."""
 
     out: str = ""
     runs: int = 0
@@ -57,6 +69,8 @@ class RunRecord:
     raised: int = 0
     paths: dict[str, str] = dataclasses.field(default_factory=dict)
     wall_time_s: float = 0.0
+    training_s: float = 0.0
+    startup_s: float = 0.0
     outputs_error: str | None = None
 
     def failure_report(self, limit: int = 20) -> str:
@@ -75,7 +89,7 @@ class RunRecord:
 
     def __repr__(self) -> str:
         return (f"RunRecord(trained={self.trained}, reused={self.reused}, failed={len(self.failed)}, "
-                f"wall_time_s={self.wall_time_s:.1f})")
+                f"wall_time_s={self.wall_time_s:.1f}, training_s={self.training_s:.1f})")
 
 
 def run(experiment: str | Experiment, *, quick: bool = False, overrides: Mapping[str, Any] | None = None,
@@ -97,8 +111,12 @@ def run(experiment: str | Experiment, *, quick: bool = False, overrides: Mapping
     log: where messages go (default: standard error); command: the command recorded in config.yaml.
 
     `results.checks` holds the verdicts, `results.record` how the call went (failed runs and their messages,
-    paths, wall time).  Bad input raises `ConfigError` before anything is written.
+    paths, wall and training times).  Bad input raises `ConfigError` before anything is written.  Called while a
+    spawned process imports the main script again (the script has no `if __name__ == "__main__":`), it exits that
+    process at once with one line saying so (`_refuse_in_spawned_main`).
     """
+    called, startup = time.perf_counter(), _startup_s()
+    _refuse_in_spawned_main()
     say = log or (lambda message: print(message, file=sys.stderr))
     exp = definitions.resolve(experiment)
     if out is None:
@@ -141,19 +159,21 @@ def run(experiment: str | Experiment, *, quick: bool = False, overrides: Mapping
         results.definition = exp
         record.trained, record.reused, record.failed = outcome.trained, outcome.reused, outcome.failed
         record.raised = sum(1 for spec, _ in outcome.failed if spec.key() in outcome.errors)
-        record.wall_time_s = time.perf_counter() - started
+        record.training_s = time.perf_counter() - started
         results.record = record
         if len(results.failed) < len(results.runs):  # something to show: checks, results, figures and report
             try:
                 _finish(exp, results, out, record, {"variant": "quick" if quick else "full",
                                                     "method": config.method.kind, "started": started_at,
-                                                    "wall_time_s": f"{record.wall_time_s:.1f}",
-                                                    "command": command},
+                                                    "training_s": round(record.training_s, 1), "command": command},
                         say)
             except KeyboardInterrupt:
                 say(f"interrupted while writing the results: every run is stored in {out}/runs/; rerun the same "
                     "command to write the results, figures and report without training")
                 raise
+    record.startup_s, record.wall_time_s = startup, startup + time.perf_counter() - called
+    if "report" in record.paths:
+        _record_times(out, record, say)
     return results
 
 
@@ -292,6 +312,64 @@ def outputs_failed(exc: BaseException, out: Path, level: str = "warning") -> str
     where = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
     return (f"{level}: the figures and report could not be written ({type(exc).__name__}: {exc}{where}); "
             f"{out}/results.nc holds every result, and `implicitbias report {out}` draws them again")
+
+
+def _refuse_in_spawned_main() -> None:
+    """Exit at once, in one line, when `run` is called while this process imports the main script again as
+    `__mp_main__`: a process that multiprocessing's spawn (or forkserver) started from a script without
+    `if __name__ == "__main__":` re-runs the script's top level to find what was pickled by reference to
+    `__main__`, and there `run` would train the whole experiment again or wait forever on the run directory the
+    parent holds (how the README's snippet hung in its Dask workers, before they stopped importing the script).
+    A function of the script called later by such a process (a Pool task) is not refused: only while the
+    script's top level runs."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__mp_main__":
+            script = frame.f_globals.get("__file__") or frame.f_code.co_filename
+            print(f"error: implicitbias.run was called while {script} was imported again by a process it started "
+                  "(multiprocessing's spawn imports the main script as __mp_main__), which would run the experiment a "
+                  f'second time; put the call under `if __name__ == "__main__":` in {Path(script).name}', file=sys.stderr)
+            raise SystemExit(2)  # not an exception: its traceback would run through multiprocessing's bootstrap
+        frame = frame.f_back
+
+
+#: how many calls of `run` this process has made (only the first counts the process's start-up)
+_CALLS = [0]
+
+
+def _startup_s() -> float:
+    """Seconds from this process's start to now, for the first `run` of a process started as a command or a
+    script (`__main__` has a file: `implicitbias run`, `python script.py`); 0.0 for a later call, in a notebook or
+    an interactive session (whose start is not what its user waits for), and where the start cannot be read.
+
+    Linux only: the process's start (/proc/self/stat, field 22, clock ticks since boot) against CLOCK_BOOTTIME,
+    the clock that field counts on (/proc/uptime may be a container's own uptime under lxcfs); 10 ms ticks."""
+    _CALLS[0] += 1
+    if _CALLS[0] > 1 or not getattr(sys.modules.get("__main__"), "__file__", None):
+        return 0.0
+    try:
+        with open("/proc/self/stat", "rb") as file:
+            stat = file.read()
+        ticks = int(stat[stat.rindex(b")") + 2:].split()[19])  # the fields after "(comm)" start at field 3
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+    return age if 0.0 <= age < 86_400 * 365 else 0.0
+
+
+def _record_times(out: Path, record: RunRecord, say) -> None:
+    """Add the whole call's wall time (and its start-up) to run.json, written before the report and the cluster's
+    shutdown were done, and list it so in runs/index.html.  A failure is a warning: every result is written."""
+    path = out / "run.json"
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+        info.update(wall_time_s=round(record.wall_time_s, 1), training_s=round(record.training_s, 1),
+                    **({"startup_s": round(record.startup_s, 1)} if record.startup_s else {}))
+        atomic_file(lambda tmp: tmp.write_text(json.dumps(info, indent=2)), path)
+        if out.resolve().parent.name == "runs":  # the default layout, whose index `write_outputs` keeps current
+            write_index(out.resolve().parent)
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        say(f"warning: {path} does not record the wall time ({type(exc).__name__}: {exc}); every result is written")
 
 
 def _take(out: Path, held: contextlib.ExitStack, say) -> None:

@@ -1,5 +1,6 @@
-"""`implicitbias describe`: an experiment's resolved config, its runs and compiled calls, its cells, the
-declared checks of its theorems (with their thresholds and sources) and its figures, without training."""
+"""`implicitbias describe`: what an experiment shows and its measured run time, its resolved config, its runs and
+compiled calls, its cells, the declared checks of its theorems (with their thresholds and sources) and its figures,
+without training."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 import yaml
 
 from implicitbias.experiments.base import Experiment
+from implicitbias.experiments.runtimes import runtime
+from implicitbias.experiments.variants import describe_quick
 from implicitbias.runs.results import Cell, cell_indices, name_cells
 from implicitbias.runs.spec import group_runs
 
@@ -17,9 +20,13 @@ def describe(experiment: Experiment, *, quick: bool = False, overrides: Mapping[
     """The text `implicitbias describe NAME` prints."""
     config = experiment.resolve(quick=quick, overrides=dict(overrides or {}))
     runs = experiment.runs(config)
-    lines = [f"# {experiment.name} ({'quick' if quick else 'full'} variant): {experiment.paper}",
-             f"# {experiment.summary}", f"# settings: {experiment.settings_source}", "",
+    variant = "quick" if quick else "full"
+    lines = [f"# {experiment.name} ({variant} variant): {experiment.paper}",
+             f"# {experiment.summary}", f"# settings (full variant): {experiment.settings_source}",
+             f"# run time of this variant: {runtime(experiment.name, variant)}", "",
              yaml.safe_dump(config.model_dump(), sort_keys=False)]
+    if quick:  # generated from the two resolved configs, never from the settings text
+        lines.insert(3, f"# {describe_quick(experiment)}")
     lines.append(f"# {len(runs)} runs in {len(group_runs(runs))} compiled calls (tasks of a sweep)")
     cells = [Cell([runs[i] for i in idx], None, [], idx) for idx in cell_indices(runs)]
     name_cells(cells)

@@ -3,6 +3,7 @@ report.html, and the index of the runs folder."""
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from implicitbias.experiments.base import Experiment
 from implicitbias.experiments.figures import thin_log_axes
 from implicitbias.reports import write_index
 from implicitbias.reports.html import write_report
+from implicitbias.reports.index import config_head
 from implicitbias.runs.results import Results
 from implicitbias.storage.files import atomic_file
 
@@ -35,14 +37,12 @@ def write_figures(experiment: Experiment, results: Results, out_dir: Path,
     written = []
     for figure in experiment.figures:
         try:
-            fig = figure.draw(results)
+            fig = figure.render(results)  # headed by its title, laid out at savefig
         except (IndexError, KeyError, ValueError) as exc:
             warn(f"warning: figure {figure.name} not drawn ({type(exc).__name__}: {exc})")
             plt.close("all")
             continue
-        fig.suptitle(f"{experiment.paper}: {figure.name}", fontsize=10)
         thin_log_axes(fig)
-        fig.tight_layout()
         png = fig_dir / f"{figure.name}.png"
         # through temporary files: two processes finishing the same directory never leave half a figure
         atomic_file(lambda tmp, fig=fig: fig.savefig(tmp, format="png", dpi=120), png)
@@ -69,15 +69,49 @@ def related_links(experiment: Experiment, out_dir: Path, quick: bool) -> list[di
     return out
 
 
-def write_outputs(experiment: Experiment, results: Results, out_dir: str | Path, run_info: dict, warn=print) -> Path:
-    """Figures, tables, checks.json, run.json and the self-contained report.html; returns the report's path."""
+#: the key of run_info that `implicitbias.report` passes for a rebuilt report: the results file it was rebuilt from
+REBUILT_FROM = "rebuilt from"
+
+
+def run_record(out_dir: str | Path, run_info: dict) -> dict:
+    """The run.json `write_outputs` writes (less its "experiment"): `run_info` as given for a run; for a rebuilt
+    report (run_info holds REBUILT_FROM, as `implicitbias.report` passes it) everything the run recorded in its
+    run.json (variant, method, started, wall time, command: the report's headline and rerun command, the index's
+    row), with run_info over it and "rebuilt at" refreshed.  A "partial" mark is kept only when run_info carries
+    it; a command missing from both is read from config.yaml's first line."""
     out_dir = Path(out_dir)
-    figures = write_figures(experiment, results, out_dir, warn)
-    tables = experiment.tables(results, out_dir / "figures") if experiment.tables else []
-    atomic_file(lambda tmp: tmp.write_text(json.dumps(results.checks, indent=2)), out_dir / "checks.json")
     info = dict(run_info)
+    if REBUILT_FROM in info:
+        recorded = _read_record(out_dir / "run.json")
+        if "partial" not in info:
+            recorded.pop("partial", None)
+        info = {**recorded, **info, "rebuilt at": datetime.datetime.now().isoformat(timespec="seconds")}
+    head = config_head(out_dir / "config.yaml")
+    info.setdefault("variant", head.get("variant"))
+    if head.get("command") and not info.get("command"):
+        info["command"] = head["command"]
+    return {k: v for k, v in info.items() if v is not None}
+
+
+def _read_record(path: Path) -> dict:
+    """The fields of a run.json (without "experiment"); {} when it is absent or unreadable (it is rewritten)."""
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in recorded.items() if k != "experiment"} if isinstance(recorded, dict) else {}
+
+
+def write_outputs(experiment: Experiment, results: Results, out_dir: str | Path, run_info: dict, warn=print) -> Path:
+    """checks.json, run.json (`run_record`), figures, tables and the self-contained report.html; returns the
+    report's path.  checks.json and run.json come first: a figure or table that raises leaves them current."""
+    out_dir = Path(out_dir)
+    atomic_file(lambda tmp: tmp.write_text(json.dumps(results.checks, indent=2)), out_dir / "checks.json")
+    info = run_record(out_dir, run_info)
     atomic_file(lambda tmp: tmp.write_text(json.dumps({"experiment": experiment.name, **info}, indent=2)),
                 out_dir / "run.json")
+    figures = write_figures(experiment, results, out_dir, warn)
+    tables = experiment.tables(results, out_dir / "figures") if experiment.tables else []
     report = write_report(
         out_dir,
         title=experiment.name,

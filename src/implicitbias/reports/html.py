@@ -5,7 +5,7 @@
    1280 x 800 screen (figures are at most 60 % of the viewport high).
 2. The figures with their captions, each with links to the CSV tables behind it.
 3. The theorem checks, one expandable line per theorem with its counts; inside, assumptions and
-   predictions apart, failures first.
+   predictions apart, checks whose code raised (outcome "error") first, then failures.
 4. The run, the full resolved configuration and the command to rerun.
 
 Figures are embedded as base64 PNG data URIs and the style sheet is inline, so the page needs nothing
@@ -46,7 +46,9 @@ FigureEntry = tuple[str, str, PathLike] | tuple[str, str, PathLike, PathLike | S
 
 _COLUMNS = ("cell", "statement", "measured", "relation", "bound", "verdict", "note")
 #: rows in this order inside a theorem: failures first
-_ORDER = {"fails": 0, "outside_scope": 1, "not_evaluated": 2, "holds": 3}
+_ORDER = {"error": -1, "fails": 0, "outside_scope": 1, "not_evaluated": 2, "holds": 3}
+#: the outcome of a check whose code raised (`implicitbias.pipeline.checks.ERROR`): its note says what and where
+ERROR = "error"
 #: run_info keys shown in the headline's one-line summary of the run
 _META = ("variant", "partial", "method", "started", "wall_time_s")
 
@@ -64,6 +66,7 @@ details.theorem > summary .name { font-weight: 600; margin-right: 0.6rem; white-
 details.theorem > summary .counts { display: inline-block; margin-left: 0.8rem; font-size: 0.9rem; }
 dl.info { display: grid; grid-template-columns: max-content auto; gap: 0.25rem 1rem; }
 dl.info dt { font-weight: 600; } dl.info dd { margin: 0; }
+.verdict.v-error { background: #b71c1c; color: #fff; }
 """
 
 
@@ -178,7 +181,7 @@ def _checks_section(checks: Sequence[Mapping[str, Any]]) -> str:
 def _theorem_details(theorem: str, rows: Sequence[Mapping[str, Any]]) -> str:
     counts = tally(rows)
     cells = len({str(c.get("cell", "")) for c in rows})
-    failing = any(str(c.get("outcome")) == "fails" for c in rows)
+    failing = any(str(c.get("outcome")) in ("fails", ERROR) for c in rows)
     head = (f'<span class="name">{escape(theorem or "(unnamed theorem)")}</span>'
             + (f'<span class="muted">{cells} cells</span>' if cells > 1 else "")
             + "".join(counts_html(counts[kind], f"{kind}s") for kind in counts))
@@ -202,12 +205,17 @@ def _checks_table(rows: Sequence[Mapping[str, Any]]) -> str:
             f'<td class="num">{escape(number(c.get("measured")))}</td>',
             f"<td>{escape(str(c.get('relation', '')))}</td>",
             f'<td class="num">{escape(number(c.get("bound")))}</td>',
-            f"<td>{verdict_badge(str(c.get('outcome', '')))}</td>",
+            f"<td>{_badge(str(c.get('outcome', '')))}</td>",
             f"<td>{escape(str(c.get('note', '') or ''))}</td>",
         ]
         body.append(f'<tr title="{escape(str(c.get("line", "")))}">' + "".join(cells) + "</tr>")
     return ('<table class="checks">\n<thead><tr>' + head + "</tr></thead>\n<tbody>\n" + "\n".join(body)
             + "\n</tbody>\n</table>")
+
+
+def _badge(outcome: str) -> str:
+    """The verdict badge of a row; a raised check's in a colour of its own (not a theorem's outcome)."""
+    return '<span class="verdict v-error">error</span>' if outcome == ERROR else verdict_badge(outcome)
 
 
 def _config_section(experiment: str, config: Mapping[str, Any], run_info: Mapping[str, Any]) -> str:

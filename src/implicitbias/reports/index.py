@@ -21,7 +21,7 @@ from typing import Any
 
 from implicitbias.reports.page import KINDS, counts_html, duration, href, html_page, tally, write_atomic
 
-__all__ = ["RunListing", "find_runs", "read_run", "write_index"]
+__all__ = ["RunListing", "config_head", "find_runs", "read_run", "write_index"]
 
 DASH = "—"
 _CONFIG_HEAD = re.compile(r"#\s*(?P<experiment>\S+)\s*\((?P<variant>quick|full)\)(?:,\s*rerun with:\s*(?P<command>.*))?")
@@ -105,16 +105,26 @@ def _read_json(path: Path, run: RunListing):
         return None
 
 
-def _from_config_head(path: Path, run: RunListing) -> None:
+def config_head(path: str | os.PathLike) -> dict[str, str]:
+    """What the first line of a run's config.yaml says ("# NAME (quick|full), rerun with: COMMAND"): experiment,
+    variant and command ({} when the file or the line is not there)."""
     try:
-        with path.open(encoding="utf-8") as f:
+        with Path(path).open(encoding="utf-8") as f:
             first = f.readline().strip()
-    except OSError:
-        return
+    except (OSError, UnicodeDecodeError):
+        return {}
     match = _CONFIG_HEAD.match(first)
-    if match:
-        run.experiment, run.variant = match["experiment"], match["variant"]
-        run.command = (match["command"] or "").strip()
+    if not match:
+        return {}
+    head = {"experiment": match["experiment"], "variant": match["variant"]}
+    return head | ({"command": match["command"].strip()} if (match["command"] or "").strip() else {})
+
+
+def _from_config_head(path: Path, run: RunListing) -> None:
+    head = config_head(path)
+    if head:
+        run.experiment, run.variant = head["experiment"], head["variant"]
+        run.command = head.get("command", "")
 
 
 def _report_title(path: Path) -> str:

@@ -2,9 +2,10 @@
 
 By default `summarize` gives about twenty lines whatever the number of cells: one line per theorem
 with its prediction counts, then the predictions that failed or fell outside scope (the first few,
-by statement and cell), then where the report and the results are.  `verbose=True` lists every row,
-assumptions and predictions apart, before that summary.  ANSI colours only with `color=True` (the
-caller passes `sys.stdout.isatty()`).
+by statement and cell), then where the report and the results are.  A check whose code raised (outcome
+"error", `implicitbias.pipeline.checks`) is counted beside its theorem's predictions and listed first.
+`verbose=True` lists every row, assumptions and predictions apart, before that summary.  ANSI colours
+only with `color=True` (the caller passes `sys.stdout.isatty()`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ __all__ = ["summarize"]
 
 #: failing or outside-scope predictions listed by default before "... and K more"
 MAX_LISTED = 8
-_STYLE = {"holds": "32", "fails": "1;31", "outside_scope": "33", "not_evaluated": "2", "bold": "1", "dim": "2"}
+_STYLE = {"holds": "32", "fails": "1;31", "outside_scope": "33", "not_evaluated": "2", "error": "1;35", "bold": "1",
+          "dim": "2"}
+#: the outcome of a check whose code raised (`implicitbias.pipeline.checks.ERROR`): a defect of the check, whatever
+#: its kind, so it is counted and listed with the predictions
+ERROR = "error"
 #: a line is a list of (text, style) pieces; style is a key of _STYLE or ""
 Piece = tuple[str, str]
 
@@ -53,7 +58,8 @@ def _per_theorem(checks: Sequence[Mapping[str, Any]], width: int) -> list[list[P
     for theorem, rows in by_theorem.items():
         cells = len({str(c.get("cell", "")) for c in rows})
         rest: list[Piece] = [(f" ({cells} cells): " if cells > 1 else ": ", "")]
-        rest += _counts([c for c in rows if c.get("kind") == "prediction"]) or [("no predictions", "dim")]
+        rest += _counts([c for c in rows if c.get("kind") == "prediction" or c.get("outcome") == ERROR]) \
+            or [("no predictions", "dim")]
         failed_assumptions = sum(1 for c in rows if c.get("kind") == "assumption" and c.get("outcome") == "fails")
         if failed_assumptions and not any(c.get("outcome") == "outside_scope" for c in rows):  # else implied
             rest += [("; ", ""), (f"{failed_assumptions} assumption{'s' * (failed_assumptions > 1)} "
@@ -77,13 +83,17 @@ def _counts(rows: Sequence[Mapping[str, Any]]) -> list[Piece]:
 
 
 def _flagged(checks: Sequence[Mapping[str, Any]], width: int) -> list[list[Piece]]:
-    """The predictions that failed, then those outside scope, by statement and cell; at most MAX_LISTED."""
-    flagged = [c for o in ("fails", "outside_scope") for c in checks
-               if c.get("kind") == "prediction" and c.get("outcome") == o]
+    """The checks that raised, the predictions that failed, then those outside scope, by statement and cell; at
+    most MAX_LISTED."""
+    flagged = [c for c in checks if c.get("outcome") == ERROR]
+    flagged += [c for o in ("fails", "outside_scope") for c in checks
+                if c.get("kind") == "prediction" and c.get("outcome") == o]
     if not flagged:
         any_prediction = any(c.get("kind") == "prediction" for c in checks)
         return [[("no prediction fails or falls outside scope", "holds")]] if any_prediction else []
-    lines: list[list[Piece]] = [[("failed, or outside scope (an assumption is not met):", "bold")]]
+    head = "failed, or outside scope (an assumption is not met):"
+    lines: list[list[Piece]] = [[("raised (the check's code), " + head if flagged[0].get("outcome") == ERROR
+                                  else head, "bold")]]
     for c in flagged[:MAX_LISTED]:
         outcome = str(c.get("outcome"))
         tag = f"  {outcome.replace('_', ' '):<14}"

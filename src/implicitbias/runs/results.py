@@ -127,19 +127,29 @@ class Results:
 
     def select(self, **where: Any) -> list[int]:
         """Indices of the runs whose dotted fields equal the given values, e.g.
-        `select(**{"data.d": 16, "part": "centred"})`; failed runs are left out."""
+        `select(**{"data.d": 16, "part": "centred"})`; failed runs are left out.  A selection that matches no
+        run is empty (a part an override left out has no runs), and `stack` of it says which criterion matched
+        nothing and the values the runs have."""
         bad = set(self.failed)
-        return [i for i, s in enumerate(self.runs) if i not in bad
-                and all(field_value(s, k) == v for k, v in where.items())]
+        return Selection([i for i, s in enumerate(self.runs) if i not in bad
+                          and all(field_value(s, k) == v for k, v in where.items())], where)
 
-    def group_by(self, *fields: str) -> dict[tuple, list[int]]:
+    def group_by(self, *fields: str) -> dict[Any, list[int]]:
+        """Indices of the finished runs grouped by the values of the given dotted fields, in first-seen order.
+        With one field the keys are its values (`group_by("init_scale")` -> `{0.1: [...], 1.0: [...]}`); with
+        several, tuples of their values in the order given (`group_by("data.scheme", "data.d")` ->
+        `{("centred", 16): [...], ...}`)."""
+        if not fields:
+            raise ValueError("group_by() needs at least one dotted run field, e.g. group_by('init_scale')")
         bad = set(self.failed)
         groups = group_by(self.runs, *fields)
-        return {k: [i for i in v if i not in bad] for k, v in groups.items() if any(i not in bad for i in v)}
+        return {k[0] if len(fields) == 1 else k: [i for i in v if i not in bad]
+                for k, v in groups.items() if any(i not in bad for i in v)}
 
     def plot(self, name: str | None = None):
         """Draw one of the experiment's figures (by name; the first when None) and return the matplotlib
-        Figure: in a notebook it shows inline."""
+        Figure, headed by the figure's title and laid out for a plain `savefig` (`Figure.render`): in a
+        notebook it shows inline."""
         if self.definition is None:
             raise KeyError(f"these results of {self.experiment} carry no experiment definition: get them from "
                            "implicitbias.run(...) or implicitbias.load(DIR)")
@@ -150,12 +160,34 @@ class Results:
             name = next(iter(figures))
         if name not in figures:
             raise KeyError(f"figure {name!r} is not one of {self.experiment}'s: expected one of {list(figures)}")
-        fig = figures[name].draw(self)
-        fig.suptitle(f"{self.experiment}: {name}", fontsize=10)
-        return fig
+        return figures[name].render(self)
 
     def stack(self, indices: Sequence[int]) -> xr.Dataset:
+        """The runs `indices` side by side in one Dataset over (run, checkpoint) (`stack_runs`); an empty
+        selection is refused with what the runs have."""
+        if len(indices) == 0:
+            raise ValueError(f"stack: the selection is empty, there is no run to stack: {self._why_empty(indices)}")
         return stack_runs([self.arrays[i] for i in indices], [self.runs[i] for i in indices])
+
+    def _why_empty(self, selection: Sequence[int]) -> str:
+        """Which criterion of an empty `select` matched nothing, with the values the runs have."""
+        bad = set(self.failed)
+        finished = [s for i, s in enumerate(self.runs) if i not in bad]
+        n_failed = len(self.failed)
+        failed = f" ({n_failed} failed run{'s are' if n_failed > 1 else ' is'} never selected)" if n_failed else ""
+        where = getattr(selection, "where", None)
+        if not finished:
+            return f"none of the {len(self.runs)} runs finished"
+        if where is None:
+            return (f"these results hold {len(finished)} finished runs{failed}; "
+                    f"they vary in {_varying(finished) or 'no field'}")
+        shown = ", ".join(f"{k}={v!r}" for k, v in where.items())
+        misses = [f"{k}={v!r} matches no finished run ({k} takes {_values([field_value(s, k) for s in finished])})"
+                  for k, v in where.items() if not any(field_value(s, k) == v for s in finished)]
+        if misses:
+            return f"select({shown}): " + "; ".join(misses) + failed
+        return (f"select({shown}): each criterion matches some finished run but none matches them all{failed}; "
+                f"the runs vary in {_varying(finished)}")
 
     @functools.cached_property
     def cells(self) -> list[Cell]:
@@ -164,6 +196,32 @@ class Results:
                  for idx in cell_indices(self.runs, exclude=self.failed)]
         name_cells(cells)
         return cells
+
+
+class Selection(list):
+    """The run indices `Results.select` returns: a list that keeps the criteria it was selected by, so that
+    stacking an empty one can say which criterion matched nothing."""
+
+    def __init__(self, indices, where: dict[str, Any]):
+        super().__init__(indices)
+        self.where = dict(where)
+
+
+def _values(values: Sequence[Any]) -> str:
+    """The distinct values, in first-seen order (at most 8 shown)."""
+    seen: list = []
+    for v in values:
+        if v not in seen:
+            seen.append(v)
+    return ", ".join(map(repr, seen[:8])) + (f", ... ({len(seen)} values)" if len(seen) > 8 else "")
+
+
+def _varying(runs: Sequence[RunSpec]) -> str:
+    """The dotted fields whose values differ between `runs`, each with its values."""
+    flat = [_flatten(s.model_dump(mode="json")) for s in runs]
+    keys = dict.fromkeys(k for f in flat for k in f)
+    return "; ".join(f"{k} takes {_values([f.get(k) for f in flat])}" for k in keys
+                     if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1)
 
 
 def name_cells(cells: Sequence[Cell]) -> None:
@@ -227,6 +285,8 @@ def stack_runs(arrays: Sequence[xr.Dataset], runs: Sequence[RunSpec]) -> xr.Data
     stopped run no longer changes); the spec fields `COORDS`, the method's traced fields (`lr`) and the
     numeric model fields
     become run coordinates."""
+    if not arrays:
+        raise ValueError("stack_runs: no runs to stack (an empty selection)")
     n = max(a.sizes["checkpoint"] for a in arrays)
     longest = next(a for a in arrays if a.sizes["checkpoint"] == n)
     padded = []

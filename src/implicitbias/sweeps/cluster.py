@@ -2,7 +2,8 @@
 
 - `local_client(n)`: a `LocalCluster` of n single-threaded worker processes on this machine, each
   pinned to its own core (JAX ignores XLA's thread flags; one pinned single-threaded process per
-  core keeps each at its solo speed), with BLAS and XLA limited to one thread;
+  core keeps each at its solo speed), with BLAS and XLA limited to one thread, started without importing
+  the user's script again (`workers_skip_main`);
 - `connect(address)`: a running Dask scheduler (`--scheduler tcp://host:8786`);
 - `jobqueue_client(file)`: a SLURM or PBS cluster through dask-jobqueue, from a YAML file:
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import multiprocessing.spawn
 import os
 import shutil
 import signal
@@ -32,6 +34,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dask
@@ -174,6 +177,7 @@ def local_client(n_workers: int, *, dashboard: bool = True, dashboard_address: s
 
 
     cores = usable_cores()
+    release = workers_skip_main()  # held until `close`: a worker the nanny restarts later skips it too
     # the config the nannies hand over; their pre-spawn environment without MALLOC_TRIM_THRESHOLD_
     # (see `keep_allocations`).  The worker processes are started with SIGINT ignored (they inherit it through
     # exec): a Ctrl-C in the terminal is the main process's to handle (see `_ignore_sigint`)
@@ -187,14 +191,73 @@ def local_client(n_workers: int, *, dashboard: bool = True, dashboard_address: s
                 silence_logs=50,  # CRITICAL only: a failed task is reported by the sweep, with its runs
             )
     except (OSError, RuntimeError, TimeoutError) as exc:
+        release()
         raise ResourceError(f"the local Dask cluster of {n_workers} workers did not start ({exc}); --workers 0 trains "
                             "in this process without Dask") from None
+    except BaseException:
+        release()
+        raise
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
     client = Client(cluster)
+    client.implicitbias_release = release
     client.register_plugin(PinToCore(cores, os.getpid()))
     return client
+
+
+#: the name Dask's nanny gives the worker processes it starts (`distributed.nanny.WorkerProcess.start`)
+DASK_WORKER_PROCESS = "Dask Worker process (from Nanny)"
+
+_skip_main_lock = threading.Lock()
+_skip_main_holders = 0
+#: `multiprocessing.spawn.get_preparation_data` as it was before `workers_skip_main` stood in for it
+_preparation_data = None
+
+
+def workers_skip_main() -> Callable[[], None]:
+    """Start Dask's worker processes, from now until the returned function is called, without importing the
+    main module again; returns that function (calling it twice does nothing).
+
+    A spawned process (Dask's default, and the only safe start with JAX's threads) runs the parent's main
+    script again as `__mp_main__` when `multiprocessing.spawn.get_preparation_data` names it, so that objects
+    pickled by reference to `__main__` can be found.  A script with `implicitbias.run(...)` at its top level,
+    without `if __name__ == "__main__":`, then ran the whole experiment again in every worker, each waiting
+    forever on the run directory the script itself held.  Dask needs no such import: a task or plugin defined in
+    the script travels by value (Dask pickles anything that names `__main__` with cloudpickle), and modules next to
+    the script are still found (the workers get the parent's `sys.path`).  So only for Dask's worker processes
+    the two entries that ask for the import (`init_main_from_path`, `init_main_from_name`) are left out, and the
+    main module itself is left as it is (its `__file__` hidden even for a moment could fail code that reads it
+    meanwhile).  The function is restored when the last holder releases it."""
+    global _skip_main_holders, _preparation_data
+    with _skip_main_lock:
+        if _preparation_data is None:  # not in place yet (else: in place, or wrapped by someone since)
+            _preparation_data = multiprocessing.spawn.get_preparation_data
+            multiprocessing.spawn.get_preparation_data = _preparation_without_main
+        _skip_main_holders += 1
+    held = [True]
+
+    def release() -> None:
+        global _skip_main_holders, _preparation_data
+        with _skip_main_lock:
+            if not held:
+                return
+            held.clear()
+            _skip_main_holders -= 1
+            if _skip_main_holders == 0 and multiprocessing.spawn.get_preparation_data is _preparation_without_main:
+                multiprocessing.spawn.get_preparation_data, _preparation_data = _preparation_data, None
+    return release
+
+
+def _preparation_without_main(name):
+    """`multiprocessing.spawn.get_preparation_data`, less the import of the main module for Dask's workers while
+    `workers_skip_main` is held; with no holder (left in place because another wrapper sits on it) it changes
+    nothing."""
+    data = _preparation_data(name)
+    if name == DASK_WORKER_PROCESS and _skip_main_holders:
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+    return data
 
 
 def _main_thread() -> bool:
@@ -383,8 +446,11 @@ def close(client, timeout_s: float = 20.0, warn=None) -> None:
         try:
             client.close(timeout=timeout_s)
         finally:
-            if cluster is not None:
-                cluster.close(timeout=timeout_s)
+            try:
+                if cluster is not None:
+                    cluster.close(timeout=timeout_s)
+            finally:
+                getattr(client, "implicitbias_release", lambda: None)()  # `workers_skip_main` of `local_client`
     except Exception as exc:  # noqa: BLE001
         if warn is None:
             raise

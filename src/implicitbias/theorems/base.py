@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import difflib
 import math
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from implicitbias._spec import Spec
 
@@ -26,16 +27,50 @@ Kind = Literal["assumption", "prediction"]
 #: (inconclusive); a not_evaluated verdict always says why in its note
 Outcome = Literal["holds", "fails", "outside_scope", "not_evaluated"]
 
+#: the allowed values of `Verdict.kind` and `Verdict.outcome` (what `compare` and `Verdict` accept)
+KINDS: tuple[str, ...] = get_args(Kind)
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
+#: the relations `compare` decides: `measured RELATION bound`
 RELATIONS = {
     ">=": lambda a, b: a >= b,
     "<=": lambda a, b: a <= b,
     ">": lambda a, b: a > b,
     "<": lambda a, b: a < b,
 }
+#: the relations a verdict may print: RELATIONS, "~" (about: a fitted exponent or rate, decided by
+#: `fitting.rate_verdict` from its confidence interval, not by a comparison) and "" (no bound)
+SHOWN = (*RELATIONS, "~", "")
+#: other spellings of a relation, refused with their ASCII form as the suggestion: they are not read as it, since
+#: code that branches on the relation (`fitting.over_runs` picks the worst run by it) compares the ASCII strings
+ALIASES = {"≥": ">=", "≤": "<=", "⩾": ">=", "⩽": "<=", "=>": ">=", "=<": "<=", "≧": ">=", "≦": "<="}
+
+
+def _choice(where: str, arg: str, value, allowed, context: str = "", hint: str = "") -> None:
+    """Refuse `value` of argument `arg` when it is not one of `allowed`, in one line that names the argument, the
+    value, the allowed ones and, without a `hint`, the nearest spelling."""
+    if isinstance(value, str) and value in allowed:
+        return
+    near = [] if hint else difflib.get_close_matches(str(value), [a for a in allowed if a], n=1, cutoff=0.6)
+    guess = f" (did you mean {near[0]!r}?)" if near else ""
+    raise ValueError(f"{where}: {arg}={value!r} is not allowed{context}: expected one of "
+                     f"{', '.join(repr(a) for a in allowed)}{guess}{hint}")
+
+
+def _relation(where: str, relation, allowed, context: str = "") -> None:
+    """Refuse a relation not in `allowed`, with its ASCII spelling (`ALIASES`) or the way to write an equality."""
+    if relation in ("==", "=", "!="):
+        hint = ("; there is no equality: measured floats are never exactly equal, so compare abs(measured - expected) "
+                "with '<=' and a tolerance field")
+    else:
+        hint = f" (write {ALIASES[relation]!r})" if isinstance(relation, str) and relation in ALIASES else ""
+    _choice(where, "relation", relation, allowed, context, hint)
 
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
+    """One evaluated assumption or prediction: `measured relation bound` and its outcome (usually built by
+    `compare`).  kind, outcome and relation (one of `SHOWN`) are checked when it is built."""
+
     theorem: str
     kind: Kind
     statement: str
@@ -46,6 +81,10 @@ class Verdict:
     note: str = ""
 
     def __post_init__(self):
+        context = f" (theorem {self.theorem!r}: {self.statement!r})"
+        _choice("Verdict", "kind", self.kind, KINDS, context)
+        _choice("Verdict", "outcome", self.outcome, OUTCOMES, context)
+        _relation("Verdict", self.relation, SHOWN, context)
         if self.outcome == "not_evaluated" and not self.note.strip():
             raise ValueError(f"{self.theorem}: the not_evaluated verdict '{self.statement}' must say why in its note "
                              "(e.g. 'measured value is NaN: <what>')")
@@ -85,12 +124,32 @@ def _undefined(what: str, value) -> str:
 
 
 def compare(theorem: str, kind: Kind, statement: str, measured, relation: str, bound, note: str = "") -> Verdict:
-    """A verdict from `measured relation bound`; a None, NaN or infinite measurement or bound is
-    `not_evaluated`, and the note then starts with the reason ("measured value is NaN: <note>")."""
+    """The verdict of `measured relation bound`: "holds" when it is true, "fails" when it is not.
+
+    `kind` is "assumption" or "prediction"; `relation` is one of:
+
+    - ">=", ">", "<=", "<": the comparison, decided here;
+    - "~" (about): the label of a fitted exponent or rate, which `fitting.rate_verdict` decides from the fit's
+      confidence interval; compare takes it only for a verdict it cannot evaluate (measured value or bound missing).
+
+    Nothing else: there is no equality (measured floats are never exactly equal, so compare
+    `abs(measured - expected)` with "<=" and a tolerance field of the theorem), and "≥", "≤" are refused with
+    their ASCII form (code that branches on the relation, such as `fitting.over_runs`, reads the ASCII strings).
+    A kind or relation not listed is a ValueError naming the argument, the value and the allowed ones, raised
+    whether or not the values are defined.  A None, NaN or infinite measurement or bound is `not_evaluated`, and
+    the note then starts with the reason ("measured value is NaN: <note>")."""
+    context = f" (theorem {theorem!r}: {statement!r})"
+    _choice("compare", "kind", kind, KINDS, context)
+    _relation("compare", relation, (*RELATIONS, "~"), context)
     reason = "; ".join(r for r in (_undefined("measured value", measured), _undefined("bound", bound)) if r)
     if reason:
         outcome: Outcome = "not_evaluated"
         note = f"{reason}: {note}" if note else reason
+    elif relation not in RELATIONS:
+        raise ValueError(f"compare: relation='~' cannot decide {_fmt(measured)} against {_fmt(bound)}{context}: "
+                         f"'~' only labels a verdict that cannot be evaluated; expected one of "
+                         f"{', '.join(map(repr, RELATIONS))} (a fitted rate is decided by "
+                         "implicitbias.theorems.fitting.rate_verdict)")
     else:
         outcome = "holds" if RELATIONS[relation](float(measured), float(bound)) else "fails"
     m = None if measured is None else float(measured)
@@ -126,6 +185,9 @@ class Declaration:
 
 
 def _declare(kind: Kind, statement: str, threshold: str, source: str):
+    if not isinstance(threshold, str):
+        raise ValueError(f"the {kind} '{statement}': threshold={threshold!r} is not allowed: expected the theorem "
+                         "field(s) holding its tolerance, as one string (e.g. 'tol' or 'tol, min_runs')")
     if not source.strip():
         raise ValueError(f"the {kind} '{statement}' must say where it comes from (source=...)")
 
@@ -172,6 +234,22 @@ class Theorem(Spec, abc.ABC):
     @abc.abstractmethod
     def title(self) -> str:
         """E.g. 'Frei et al. 2023, Theorem 3.2'."""
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs):
+        """Refuse, when the class is defined, a declared `threshold` that names no field of the theorem (a typo
+        would otherwise leave the tolerance out of the theorem table without a word)."""
+        super().__pydantic_init_subclass__(**kwargs)
+        fields = sorted(cls.model_fields)
+        for declared in cls.declarations():  # the inherited ones too (a mixin's declarations are checked here)
+            for name in declared.threshold.replace(",", " ").split():
+                if name not in cls.model_fields:
+                    near = difflib.get_close_matches(name, fields, n=1, cutoff=0.5)
+                    guess = f" (did you mean {near[0]!r}?)" if near else ""
+                    have = (f"its fields: {', '.join(fields)}" if fields else
+                            "it has no fields: declare the constant as one (e.g. `tol: float = 1e-3`)")
+                    raise ValueError(f"{cls.__name__}.{declared.name}: threshold={name!r} is not a field of "
+                                     f"{cls.__name__}{guess}; {have}")
 
     @classmethod
     def declarations(cls) -> tuple[Declaration, ...]:

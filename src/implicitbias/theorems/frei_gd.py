@@ -35,6 +35,18 @@ from implicitbias.theorems.two_layer_common import (
 from implicitbias.training.methods import DiscreteMethod
 
 
+def change_to(before: float, after: float) -> str:
+    """How the stable rank moved from its value at init `before` to `after` (the largest after init), in words
+    that follow the sign: "drops to X" only when it fell, "rises to X" when it rose, "stays at X" when equal."""
+    if after < before:
+        return f"drops to {after:.4g} (max after init)"
+    if after > before:
+        return f"rises to {after:.4g} (max after init)"
+    if after == before:
+        return f"stays at {after:.4g} (max after init)"
+    return f"max after init {after:.4g}"
+
+
 def _lr(run, r: int) -> float | None:
     """The step size of run r (None for gradient flow, which has none)."""
     method = run.runs[r].method
@@ -267,7 +279,7 @@ class FreiTheorem42(Theorem):
                 m, d = W.shape
                 gauss = m * d / (math.sqrt(m) + math.sqrt(d)) ** 2
                 notes.append(f"srank at init {srank[r, 0]:.4g} vs md/(sqrt m + sqrt d)^2 = {gauss:.4g} "
-                             f"(ratio {srank[r, 0] / gauss:.3g}); drop to {worst[-1]:.4g}")
+                             f"(ratio {srank[r, 0] / gauss:.3g}); {change_to(srank[r, 0], worst[-1])}")
             else:
                 notes.append("")
         return over_runs(self.title, "prediction", statement, worst, "<=", self.srank_max, where="",
