@@ -5,8 +5,9 @@ import inside a function that is not listed here fails the suite, and so does a 
 format of a line is "- module: imported name, imported name (why)".
 
 - implicitbias.cli: implicitbias.experiments, implicitbias.experiments.runtimes, implicitbias.pipeline,
-  implicitbias.pipeline.checks, implicitbias.pipeline.describe, implicitbias.reports (`implicitbias --help` and `implicitbias list` answer
-  without loading JAX's programs, Dask and matplotlib: each command imports what it uses)
+  implicitbias.pipeline.checks, implicitbias.pipeline.describe, implicitbias.reports (`implicitbias --help` and
+  `implicitbias list` answer without loading JAX's programs, Dask and matplotlib: each command imports what it
+  uses)
 - implicitbias.data.classification: scipy.stats (about 0.3 s to import, in every process that loads the data
   package, a Dask worker's included; only the "condition" draw of linearly separable data uses it)
 - implicitbias.data.real: sklearn.datasets (scikit-learn loads in about a second, and only the digits data set
