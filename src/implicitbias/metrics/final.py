@@ -5,6 +5,9 @@ the training points).  Each is recomputable from the stored parameters and data
 
 weighted_max_angle: `implicitbias.metrics.neurons.weighted_max_angle` (two-layer networks).
 kink_max_angle: `implicitbias.metrics.neurons.kink_max_angle` (two-layer networks without a bias).
+reading.NAME: the max angle between the neurons that one reading of "active" keeps
+(`implicitbias.metrics.readings`; two-layer networks without a bias; the readings that compare with the init
+regenerate it from the spec).
 census.*: the census of the active neurons, `implicitbias.metrics.census` (two-layer networks on data with a
 teacher direction v*, S11: Chistikov et al. 2023), over (run,), (run, neuron), (run, neuron, point) or
 (run, point) as listed in `implicitbias.metrics.census.DIMS`.
@@ -19,6 +22,7 @@ import numpy as np
 from implicitbias.metrics import census
 from implicitbias.metrics.neurons import kink_max_angle, weighted_max_angle
 from implicitbias.metrics.norms import l1_l2_sparsity
+from implicitbias.metrics.readings import final_readings, initial_weights
 
 
 def final_metrics(spec, theta: dict, data) -> dict[str, np.ndarray]:
@@ -31,6 +35,7 @@ def final_metrics(spec, theta: dict, data) -> dict[str, np.ndarray]:
         out["weighted_max_angle"] = np.asarray(weighted_max_angle(theta["W"], theta["a"], data.X))
         if "b" not in theta:
             out["kink_max_angle"] = np.asarray(kink_max_angle(theta["W"], data.X))
+            out.update(final_readings(theta["W"], theta["a"], data.X, initial_weights(spec, data.X.shape[1])))
         v_star = data.info.get("v_star")
         if v_star is not None:
             out.update(census.neuron_census(theta["W"], theta["a"], data.X, data.y, v_star, spec.init_scale))
