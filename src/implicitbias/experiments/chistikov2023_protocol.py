@@ -19,8 +19,10 @@ import numpy as np
 from implicitbias.data import TeacherNeuron
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.chistikov2023 import FIG1_GF, LAMBDAS, NET, SQUARE, STOP, WEIGHTED
+from implicitbias.experiments.chistikov2023_readings import PAPER_READING, paper_label
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels, write_dict_csv
+from implicitbias.metrics.readings import READINGS, initial_weights, max_angle_by_reading, stored_readings
 from implicitbias.status import Status
 from implicitbias.theorems.base import CellsTheorem, compare, prediction
 from implicitbias.theorems.chistikov_common import fmt_lambda
@@ -69,7 +71,9 @@ def protocol_parts(ds=DS, sensitivity_ds=SENSITIVITY_DS, lambdas=LAMBDAS, paper_
 # -- one row per run, then medians per (part, scheme, d, lambda) -------------------------------------------
 def run_rows(results) -> list[dict]:
     """One row per finished run: part, scheme, d, lambda, trial, the final max angle between active neurons
-    (`max_angle`, the paper's definition) and between those carrying weight (`weighted_max_angle`), the final
+    (`max_angle`, the paper's definition) and between those carrying weight (`weighted_max_angle`), under every
+    reading of "active" (`reading.NAME`, `implicitbias.metrics.readings`, and `reading.paper`, the reading that
+    reproduces the paper's column: recomputed from the stored parameters where a run predates them), the final
     loss, the steps taken and whether the run stopped at its step or time cap (`capped`)."""
     rows = []
     bad = set(results.failed)
@@ -82,9 +86,21 @@ def run_rows(results) -> list[dict]:
             "trial": spec.trial, "max_angle": float(final(ds, "max_angle")[0]),
             WEIGHTED: float(ds[WEIGHTED].values[0]) if WEIGHTED in ds else math.nan,
             "final_loss": float(final(ds, "loss")[0]), "steps": int(final(ds, "step")[0]),
-            "capped": results.status(i) == Status.BUDGET,
+            "capped": results.status(i) == Status.BUDGET, **_readings(ds, spec, results.data_of(i)),
         })
     return rows
+
+
+def _readings(ds, spec, data) -> dict[str, float]:
+    """{"reading.NAME": max angle} of one stored run (two-layer, no bias), "reading.paper" included."""
+    if "theta.W" not in ds or "theta.a" not in ds:
+        return {}
+    W0 = initial_weights(spec, data.X.shape[1])
+    out = {f"reading.{k}": v for k, v in stored_readings(ds, spec, data, W0=W0).items() if k != "literal"}
+    name, tau = PAPER_READING
+    out["reading.paper"] = max_angle_by_reading(ds["theta.W"].values[0], ds["theta.a"].values[0], data.X, W0,
+                                                readings=[name], taus={name: tau})[name]
+    return out
 
 
 def medians(rows: list[dict]) -> dict[tuple, dict]:
@@ -92,10 +108,15 @@ def medians(rows: list[dict]) -> dict[tuple, dict]:
     cells: dict[tuple, list[dict]] = {}
     for r in rows:
         cells.setdefault((r["part"], r["scheme"], r["d"], r["lambda"]), []).append(r)
-    return {key: {"max_angle": float(np.median([m["max_angle"] for m in members])),
-                  WEIGHTED: float(np.median([m[WEIGHTED] for m in members])),
+    return {key: {**{k: float(np.median([m.get(k, math.nan) for m in members]))
+                     for k in ("max_angle", WEIGHTED, *READING_METRICS)},
                   "trials": len(members), "capped": sum(m["capped"] for m in members)}
             for key, members in cells.items()}
+
+
+#: the readings of "active" the sensitivity table adds, each as a change of the "active neuron" choice (computed
+#: from the stored parameters of the paper part: no new training)
+READING_METRICS = tuple(f"reading.{r}" for r in READINGS if r != "literal") + ("reading.paper",)
 
 
 #: the rows of the sensitivity table besides the baseline: (choice, setting, the paper's choice, part, metric).
@@ -108,6 +129,11 @@ CHOICES = (
      "loss < 1e-9 or 2e7 steps (the text)", "converged", "max_angle"),
     ("active neuron", "active and carrying a share >= 1e-6 of sum |a_j| ||w_j|| (weighted_max_angle)",
      "a training point in the open positive half-space (the text)", "paper", WEIGHTED),
+    *(("active neuron", f"reading '{paper_label() if m == 'reading.paper' else READINGS[m[8:]].label}': "
+       + ("the reading that reproduces the paper's column at d = 1024 (chistikov2023-fig1)" if m == "reading.paper"
+          else READINGS[m[8:]].description),
+       "a training point in the open positive half-space (the text)", "paper", m)
+      for m in READING_METRICS),
     ("exclusion rule", "redraw when an angle between v* and a training point reaches pi/4 (Theorem 7's assumption)",
      "redraw beyond pi/2 (the text)", "pi4", "max_angle"),
     ("x_0 in the training set", "x_0 included (n = d + 1)",
