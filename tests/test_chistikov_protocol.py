@@ -16,6 +16,7 @@ from implicitbias.experiments.chistikov2023_protocol import (
     BASELINE,
     CHOICES,
     PAPER_STEPS,
+    READING_METRICS,
     medians,
     sensitivity_rows,
 )
@@ -147,7 +148,8 @@ def _synthetic():
 def test_the_sensitivity_table_has_a_baseline_and_one_row_per_changed_choice():
     table = sensitivity_rows(_synthetic())
     at = {(r["scheme"], r["d"], r["lambda"], r["choice"]): r for r in table}
-    assert len(table) == 2 * 6 + 3  # uncentred d = 4: baseline + 5 choices per lambda; centred d = 16: 3 rows
+    # uncentred d = 4: baseline + 5 choices + 6 readings of 'active' per lambda; centred d = 16: 3 + 6 rows
+    assert len(table) == 2 * 12 + 9
     base = at[("uncentred", 4, 1e-2, "baseline")]
     assert base["is_paper"] and base["median_max_angle"] == 2.0 and base["ratio_to_baseline"] == 1.0
     expected = {"training method": 4.0, "stopping rule": 0.5, "active neuron": 0.1, "exclusion rule": 3.0,
@@ -159,7 +161,8 @@ def test_the_sensitivity_table_has_a_baseline_and_one_row_per_changed_choice():
     assert at[("uncentred", 4, 1e-4, "stopping rule")]["capped"] == 1
     assert "ambiguous" in at[("uncentred", 4, 1e-2, "x_0 in the training set")]["paper_choice"]
     # where a part did not run (d = 16 has no changed choices) no row is made up
-    assert {r["choice"] for r in table if r["d"] == 16} == {"baseline", "training method", "active neuron"}
+    assert {r["choice"] for r in table if r["d"] == 16} == {"baseline", "training method", "active neuron"} | {
+        f"active neuron: {m[len('reading.'):]}" for m in READING_METRICS}
     assert at[("centred", 16, 1e-2, "training method")]["ratio_to_baseline"] == 0.0
 
 
@@ -167,8 +170,9 @@ def test_the_table_names_every_paper_choice():
     assert BASELINE[0] == "baseline" and "(the text)" in " ".join(c[2] for c in CHOICES)
     for choice, _setting, paper_choice, _source, _metric in CHOICES:
         assert paper_choice, choice
-    assert [c[0] for c in CHOICES] == ["training method", "stopping rule", "active neuron", "exclusion rule",
-                                       "x_0 in the training set"]
+    assert [c[0] for c in CHOICES] == ["training method", "stopping rule", "active neuron",
+                                       *(f"active neuron: {m[len('reading.'):]}" for m in READING_METRICS),
+                                       "exclusion rule", "x_0 in the training set"]
 
 
 def test_the_ratio_is_nan_where_the_baseline_is_zero():

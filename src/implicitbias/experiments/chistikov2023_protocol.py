@@ -129,7 +129,7 @@ CHOICES = (
      "loss < 1e-9 or 2e7 steps (the text)", "converged", "max_angle"),
     ("active neuron", "active and carrying a share >= 1e-6 of sum |a_j| ||w_j|| (weighted_max_angle)",
      "a training point in the open positive half-space (the text)", "paper", WEIGHTED),
-    *(("active neuron", f"reading '{paper_label() if m == 'reading.paper' else READINGS[m[8:]].label}': "
+    *((f"active neuron: {m[len('reading.'):]}", f"reading '{paper_label() if m == 'reading.paper' else READINGS[m[8:]].label}': "
        + ("the reading that reproduces the paper's column at d = 1024 (chistikov2023-fig1)" if m == "reading.paper"
           else READINGS[m[8:]].description),
        "a training point in the open positive half-space (the text)", "paper", m)
