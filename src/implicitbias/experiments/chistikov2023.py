@@ -19,6 +19,7 @@ from implicitbias.data import TeacherNeuron
 from implicitbias.experiments.base import Experiment, Figure, Related
 from implicitbias.experiments.chistikov2023_readings import (
     ReadingClaims,
+    _by_scheme,
     _fig_frozen,
     _fig_readings,
     _fig_thresholds,
@@ -71,13 +72,6 @@ def theorem7(**fields):
 
 
 # -- Figure 1: max angle between active neurons against lambda ----------------------------------------------
-def _by_scheme(results) -> dict[str, list]:
-    out: dict[str, list] = {}
-    for cell in sorted(results.cells, key=lambda c: c.spec.data.d):
-        out.setdefault(cell.spec.data.scheme, []).append(cell)
-    return out
-
-
 #: the max angle between active neurons carrying weight (`implicitbias.metrics.neurons`), a final metric
 #: stored with every two-layer run; the recorded "max_angle" is Figure 1's quantity
 WEIGHTED = "weighted_max_angle"

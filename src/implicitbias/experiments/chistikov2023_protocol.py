@@ -19,10 +19,10 @@ import numpy as np
 from implicitbias.data import TeacherNeuron
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.chistikov2023 import FIG1_GF, LAMBDAS, NET, SQUARE, STOP, WEIGHTED
-from implicitbias.experiments.chistikov2023_readings import PAPER_READING, paper_label
+from implicitbias.experiments.chistikov2023_readings import paper_angle, paper_label
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels, write_dict_csv
-from implicitbias.metrics.readings import READINGS, initial_weights, max_angle_by_reading, stored_readings
+from implicitbias.metrics.readings import READINGS, initial_weights, stored_readings
 from implicitbias.status import Status
 from implicitbias.theorems.base import CellsTheorem, compare, prediction
 from implicitbias.theorems.chistikov_common import fmt_lambda
@@ -97,9 +97,7 @@ def _readings(ds, spec, data) -> dict[str, float]:
         return {}
     W0 = initial_weights(spec, data.X.shape[1])
     out = {f"reading.{k}": v for k, v in stored_readings(ds, spec, data, W0=W0).items() if k != "literal"}
-    name, tau = PAPER_READING
-    out["reading.paper"] = max_angle_by_reading(ds["theta.W"].values[0], ds["theta.a"].values[0], data.X, W0,
-                                                readings=[name], taus={name: tau})[name]
+    out["reading.paper"] = paper_angle(ds["theta.W"].values[0], ds["theta.a"].values[0], data.X, W0)
     return out
 
 

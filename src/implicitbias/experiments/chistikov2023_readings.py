@@ -57,6 +57,12 @@ def paper_label() -> str:
     return f"{name} >= {tau:g}"
 
 
+def paper_angle(W, a, X, W0) -> float:
+    """The max angle (rad) between the neurons the paper's reading (`PAPER_READING`) keeps."""
+    name, tau = PAPER_READING
+    return max_angle_by_reading(W, a, X, W0, readings=[name], taus={name: tau})[name]
+
+
 def _init(cell, r: int) -> dict[str, np.ndarray]:
     cache = cell.__dict__.setdefault("_initial", {})
     if r not in cache:
@@ -73,13 +79,12 @@ def cell_readings(cell) -> dict[str, np.ndarray]:
     paper's reading, `PAPER_READING`), computed from the stored final parameters and the regenerated init."""
     if "_readings" in cell.__dict__:
         return cell.__dict__["_readings"]
-    name, tau = PAPER_READING
     out: dict[str, list[float]] = {}
     for r in range(len(cell.runs)):
         W, a = _final(cell, r)
         X, W0 = cell.data[r].X, _init(cell, r)["W"]
         values = max_angle_by_reading(W, a, X, W0)
-        values["paper"] = max_angle_by_reading(W, a, X, W0, readings=[name], taus={name: tau})[name]
+        values["paper"] = paper_angle(W, a, X, W0)
         for k, v in values.items():
             out.setdefault(k, []).append(v)
     cell.__dict__["_readings"] = {k: np.asarray(v) for k, v in out.items()}
@@ -115,6 +120,7 @@ def cell_frozen(cell) -> list[dict[str, float]]:
 
 
 def _by_scheme(results) -> dict[str, list]:
+    """The cells of Figure 1 by data scheme, each list sorted by d."""
     out: dict[str, list] = {}
     for cell in sorted(results.cells, key=lambda c: c.spec.data.d):
         out.setdefault(cell.spec.data.scheme, []).append(cell)
