@@ -132,14 +132,14 @@ def _tiny_linear_regression(gd: dict | None = None, sgd: dict | None = None, par
     return LINEAR_REGRESSION, LINEAR_REGRESSION.resolve(quick=True, overrides=overrides)
 
 
-def _run(experiment, config, out):
+def _run(experiment, config, out, **options):
     """The experiment with this config, through the pipeline: its results and the record of the call."""
     import dataclasses
 
     import implicitbias
 
     results = implicitbias.run(dataclasses.replace(experiment, config=config, quick={}), out=out, workers=0,
-                               progress=False, log=lambda line: None)
+                               progress=False, log=lambda line: None, **options)
     return results, results.record
 
 
@@ -161,9 +161,18 @@ def _assert_identical(a, b) -> None:
     assert dump(a.checks) == dump(b.checks)
 
 
-def test_an_experiment_resumes_across_its_cells_training_only_the_missing_runs(tmp_path):
+@pytest.fixture(scope="module")
+def tiny_reference(tmp_path_factory):
+    """The tiny experiment trained once into a directory of its own: (results, record, directory)."""
     experiment, config = _tiny_linear_regression()
-    reference, outcome = _run(experiment, config, tmp_path / "reference")
+    out = tmp_path_factory.mktemp("reference")
+    return (*_run(experiment, config, out), out)
+
+
+@pytest.mark.xdist_group("tiny-reference")
+def test_an_experiment_resumes_across_its_cells_training_only_the_missing_runs(tmp_path, tiny_reference):
+    experiment, config = _tiny_linear_regression()
+    reference, outcome, _ = tiny_reference
     assert outcome.trained == 8 and not outcome.failed
     assert len(reference.cells) == 2 and {c.spec.part for c in reference.cells} == {"gd", "sgd"}
     assert reference.checks and {c["cell"] for c in reference.checks} >= {c.label for c in reference.cells}
@@ -209,6 +218,40 @@ def test_a_changed_config_invalidates_the_cached_runs_of_the_changed_cell_only(t
     again, outcome = _run(experiment, config, tmp_path)
     assert (outcome.reused, outcome.trained) == (8, 0)
     _assert_identical(before, again)
+
+
+@pytest.mark.xdist_group("tiny-reference")
+def test_runs_of_another_directory_under_other_labels_are_reused_and_equal_training_them(tmp_path, tiny_reference):
+    experiment, config = _tiny_linear_regression()
+    source, _, source_dir = tiny_reference
+    # the gd part renamed (the same computations under another label) and the sgd part changed (new computations)
+    parts = {"renamed": config.parts["gd"], "sgd": {**config.parts["sgd"], "stop.max_steps": 120}}
+    renamed = experiment.resolve(quick=True, overrides={**_flat_overrides(config), "parts": parts})
+    results, outcome = _run(experiment, renamed, tmp_path / "reusing", reuse=[source_dir])
+    assert (outcome.reused, outcome.trained) == (4, 4)
+    theirs = {spec.compute_key(): ds for spec, ds in zip(source.runs, source.arrays)}
+    for spec, ds in zip(results.runs, results.arrays):
+        assert (spec.compute_key() in theirs) == (spec.part == "renamed")
+        if spec.part == "renamed":
+            assert ds.attrs["key"] == spec.key() != theirs[spec.compute_key()].attrs["key"]
+            for name in _curves(ds):
+                np.testing.assert_array_equal(ds[name].values, theirs[spec.compute_key()][name].values, name)
+    # what was copied is what training the renamed part gives (one compiled call, as the source trained them)
+    from implicitbias.runs.execute import train_group
+
+    mine = [spec for spec in results.runs if spec.part == "renamed"]
+    ours = _by_key(results)
+    for spec, ds in zip(mine, train_group(mine)):
+        for name in _curves(ds):
+            np.testing.assert_array_equal(ds[name].values, ours[spec.key()][name].values, name)
+    with pytest.raises(ConfigError, match="--reuse .* has no runs/ folder"):
+        _run(experiment, renamed, tmp_path / "other", reuse=[tmp_path / "nowhere"])
+
+
+def _flat_overrides(config) -> dict:
+    """The fields `_tiny_linear_regression` overrides, read back from its config (parts left out)."""
+    return {"data.n": config.data.n, "data.d": config.data.d, "data.k": config.data.k, "trials": config.trials,
+            "checkpoints": config.checkpoints}
 
 
 # -- 3. a bad-input table over every data generator ---------------------------------------------------------

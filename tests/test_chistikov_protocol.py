@@ -166,6 +166,43 @@ def test_the_sensitivity_table_has_a_baseline_and_one_row_per_changed_choice():
     assert at[("centred", 16, 1e-2, "training method")]["ratio_to_baseline"] == 0.0
 
 
+def test_where_only_the_flow_ran_the_flow_is_the_baseline_of_the_readings_rows():
+    rows = _synthetic()
+    for t, (literal, share) in enumerate([(1.6, 1e-3), (1.7, 2e-3), (1.8, 4e-3)]):  # d = 1024: flow only
+        rows.append({**_row("flow", "centred", 1024, 1e-2, t, literal, literal), "reading.share": share,
+                     "reading.paper": share / 2})
+    table = [r for r in sensitivity_rows(rows) if r["d"] == 1024]
+    at = {r["choice"]: r for r in table}
+    assert set(at) == {"baseline (flow)", "active neuron"} | {f"active neuron: {m[len('reading.'):]}"
+                                                               for m in READING_METRICS}
+    assert at["baseline (flow)"]["median_max_angle"] == 1.7 and not at["baseline (flow)"]["is_paper"]
+    assert at["active neuron: share"]["ratio_to_baseline"] == pytest.approx(2e-3 / 1.7)
+    assert at["active neuron: paper"]["median_max_angle"] == pytest.approx(1e-3)
+    # a reading no run stored is nan, never a number made up
+    assert math.isnan(at["active neuron: grown"]["median_max_angle"])
+    # negative control: where GD ran, the flow is a changed choice, not the baseline
+    assert "baseline (flow)" not in {r["choice"] for r in sensitivity_rows(_synthetic())}
+
+
+def test_parts_can_be_selected_by_name_and_a_wrong_name_is_refused():
+    config = get(NAME).resolve(overrides={"parts": ["flow_large"]})
+    assert list(config.parts) == ["flow_large"]
+    runs = get(NAME).runs(config)
+    assert {r.part for r in runs} == {"flow_large"} and {r.data.d for r in runs} == {1024}
+    assert {r.method.kind for r in runs} == {"gf"}
+    with pytest.raises(ConfigError, match=r"parts = \['flowlarge'\] is not allowed: .*'flow_large'"):
+        get(NAME).resolve(overrides={"parts": ["flowlarge"]})
+
+
+def test_the_large_d_part_is_the_fig1_column_under_another_label():
+    # --reuse copies chistikov2023-fig1's d = 1024 runs: they must be the same computations (not only similar)
+    ours = get(NAME).runs(get(NAME).resolve(overrides={"parts": ["flow_large"]}))
+    fig1 = [r for r in get("chistikov2023-fig1").runs(get("chistikov2023-fig1").resolve()) if r.data.d == 1024]
+    assert len(ours) == len(fig1) == 160
+    assert {r.compute_key() for r in ours} == {r.compute_key() for r in fig1}
+    assert not {r.key() for r in ours} & {r.key() for r in fig1}  # their identities differ by the label only
+
+
 def test_the_table_names_every_paper_choice():
     assert BASELINE[0] == "baseline" and "(the text)" in " ".join(c[2] for c in CHOICES)
     for choice, _setting, paper_choice, _source, _metric in CHOICES:

@@ -43,7 +43,7 @@ def cmd_run(args) -> int:
         results = run(args.name, quick=args.quick, overrides=parse_overrides(args.set), seed=args.seed, out=args.out,
                       workers=args.workers, scheduler=args.scheduler, cluster=args.cluster,
                       progress=not args.no_progress, worker_timeout=args.worker_timeout, dashboard=args.dashboard,
-                      command=command)
+                      command=command, reuse=args.reuse)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED  # the pipeline said what is kept and how to resume
     record = results.record

@@ -18,6 +18,8 @@ RUN_OPTIONS = [
      "for local workers, 60 for --scheduler, 300 for --cluster)"),
     ("--dashboard", str, "HOST:PORT where the Dask dashboard listens (default 127.0.0.1 on a free port: this "
      "machine only; 0.0.0.0:8787 exposes it to the network)"),
+    ("--reuse", list, "a run directory (e.g. of another experiment) whose runs are this run's computations under "
+     "other labels: copied in, not trained again (repeatable)"),
     ("--no-progress", bool, "no progress bar"),
     ("--verbose", bool, "print every assumption and prediction row"),
 ]
@@ -49,7 +51,8 @@ def make_parser(description: str, commands: dict[str, Callable]) -> argparse.Arg
         p = sub.add_parser(command, help=text, description=text)
         p.add_argument(positional, help=positional_help)
         for flag, kind, help_ in options:
-            p.add_argument(flag, **({"action": "store_true"} if kind is bool else {"type": kind}), help=help_)
+            kinds = {bool: {"action": "store_true"}, list: {"action": "append", "default": [], "metavar": "DIR"}}
+            p.add_argument(flag, **kinds.get(kind, {"type": kind}), help=help_)
         if command in ("describe", "run"):
             p.add_argument("--set", **sets)
         p.set_defaults(fn=fn, argv=None, parser=p)

@@ -6,7 +6,10 @@ of that protocol moves its medians.
 members trained by gradient flow as `chistikov2023-fig1` does (part `flow`). The protocol sensitivity table
 changes one choice at a time against the paper's protocol: the stopping rule (part `converged`), the definition
 of an active neuron (no new training), the data's exclusion rule (part `pi4`) and whether x_0 is a training
-point (part `x0`, uncentred data only); these parts run at d = 4 only (the cost is in `settings_source`).
+point (part `x0`, uncentred data only); these parts run at d = 4 only (the cost is in `settings_source`). At
+d = 1024, where 2 10^7 GD steps are out of reach, the table's rows are the readings of "active" against the
+gradient flow (part `flow_large`, chistikov2023-fig1's d = 1024 column: `--reuse` copies it from a run of that
+experiment).
 """
 
 from __future__ import annotations
@@ -47,42 +50,53 @@ PI4_REDRAWS = 1_000_000
 #: d of the paper part and the flow part, and d of the parts that change one choice (see settings_source)
 DS = [4, 16]
 SENSITIVITY_DS = [4]
+#: d of the part `flow_large`: gradient flow only (GD's 2e7 steps are out of reach there), so that the readings of
+#: "active" get rows at the d where the paper's column falls and the literal reading does not. Its members are
+#: chistikov2023-fig1's d = 1024 column (the same data, init, method and stop): `--reuse DIR` copies them from a
+#: run of that experiment instead of training them again
+LARGE_DS = [1024]
 
 
 def protocol_parts(ds=DS, sensitivity_ds=SENSITIVITY_DS, lambdas=LAMBDAS, paper_steps=PAPER_STEPS,
-                   converged_steps=CONVERGED_STEPS, flow_time=STOP.max_time) -> dict[str, dict]:
+                   converged_steps=CONVERGED_STEPS, flow_time=STOP.max_time, large_ds=LARGE_DS) -> dict[str, dict]:
     """The experiment's parts: `paper` (the paper's protocol), `flow` (gradient flow as chistikov2023-fig1, the
-    same members), and one part per changed choice that needs training: `converged`, `pi4`, `x0`."""
+    same members), one part per changed choice that needs training: `converged`, `pi4`, `x0`, and `flow_large`
+    (gradient flow at the d of `large_ds`, where GD is not run; left out when `large_ds` is empty)."""
     both = {"data.scheme": ["centred", "uncentred"], "init_scale": list(lambdas)}
     paper_stop = {**PAPER_STOP, "max_steps": paper_steps}
+    flow = {"method": FIG1_GF.model_dump(), "stop": STOP.replace(max_time=flow_time).model_dump()}
+    large = {"flow_large": {**flow, "grid": {**both, "data.d": list(large_ds)}}} if large_ds else {}
     return {
         "paper": {"stop": paper_stop, "grid": {**both, "data.d": list(ds)}},
-        "flow": {"method": FIG1_GF.model_dump(), "stop": STOP.replace(max_time=flow_time).model_dump(),
-                 "grid": {**both, "data.d": list(ds)}},
+        "flow": {**flow, "grid": {**both, "data.d": list(ds)}},
         "converged": {"stop": {**paper_stop, "max_steps": converged_steps},
                       "grid": {**both, "data.d": list(sensitivity_ds)}},
         "pi4": {"stop": paper_stop, "data.max_data_angle": PI4, "data.max_redraws": PI4_REDRAWS,
                 "grid": {**both, "data.d": list(sensitivity_ds)}},
         "x0": {"stop": paper_stop, "data.scheme": "uncentred", "data.include_x0": True,
                "grid": {"init_scale": list(lambdas), "data.d": list(sensitivity_ds)}},
+        **large,
     }
 
 
 # -- one row per run, then medians per (part, scheme, d, lambda) -------------------------------------------
 def run_rows(results) -> list[dict]:
-    """One row per finished run: part, scheme, d, lambda, trial, the final max angle between active neurons
-    (`max_angle`, the paper's definition) and between those carrying weight (`weighted_max_angle`), under every
-    reading of "active" (`reading.NAME`, `implicitbias.metrics.readings`, and `reading.paper`, the reading that
-    reproduces the paper's column: recomputed from the stored parameters where a run predates them), the final
-    loss, the steps taken and whether the run stopped at its step or time cap (`capped`)."""
+    """One row per finished run: part (`flow_large` counted as `flow`), scheme, d, lambda, trial, the final max
+    angle between active neurons (`max_angle`, the paper's definition) and between those carrying weight
+    (`weighted_max_angle`), under every reading of "active" (`reading.NAME`, `implicitbias.metrics.readings`, and
+    `reading.paper`, the reading that reproduces the paper's column: recomputed from the stored parameters where a
+    run predates them), the final loss, the steps taken and whether the run stopped at its step or time cap
+    (`capped`)."""
     rows = []
     bad = set(results.failed)
+    flow_ds = {(spec.data.scheme, spec.data.d) for spec in results.runs if spec.part == "flow"}
     for i, spec in enumerate(results.runs):
-        if i in bad:
-            continue
+        if i in bad or (spec.part == "flow_large" and (spec.data.scheme, spec.data.d) in flow_ds):
+            continue  # flow_large where the flow part ran too (an override of grid.data.d): the same runs
         ds = results.arrays[i]
         rows.append({
-            "part": spec.part, "scheme": spec.data.scheme, "d": spec.data.d, "lambda": spec.init_scale,
+            "part": "flow" if spec.part == "flow_large" else spec.part, "scheme": spec.data.scheme, "d": spec.data.d,
+            "lambda": spec.init_scale,
             "trial": spec.trial, "max_angle": float(final(ds, "max_angle")[0]),
             WEIGHTED: float(ds[WEIGHTED].values[0]) if WEIGHTED in ds else math.nan,
             "final_loss": float(final(ds, "loss")[0]), "steps": int(final(ds, "step")[0]),
@@ -141,23 +155,39 @@ CHOICES = (
 #: the baseline row: the paper's protocol (choice, setting, the paper's choice, part, metric)
 BASELINE = ("baseline", "the paper's protocol: GD lr 0.01, loss < 1e-9 or 2e7 steps, open half-space, pi/2, "
             "x_0 left out", "yes (x_0: ambiguous)", "paper", "max_angle")
+#: the baseline where GD did not run (part flow_large): the gradient flow under the paper's definition of "active".
+#: GD with lr 0.01 equals it there: at d = 1024, centred, lambda = 4^-3, GD for 1e4 steps and the flow stopped at
+#: t = 100 give the same 186 active neurons and max angles 1.66932 and 1.66935 rad
+FLOW_BASELINE = ("baseline (flow)", "gradient flow as chistikov2023-fig1 (RKC, loss < 1e-9 or t = 2e5) in place of "
+                 "the paper's GD, which is out of reach at this d and equals the flow where both were run; open "
+                 "half-space, pi/2, x_0 left out", "the training method is not (GD with lr 0.01)", "flow",
+                 "max_angle")
 
 
 def sensitivity_rows(rows: list[dict]) -> list[dict]:
     """The protocol sensitivity table: per scheme, d and lambda, the median max angle under the paper's protocol
     (the baseline row) and with one choice changed (`CHOICES`), each with its ratio to the baseline's median
-    (nan where the baseline's median is 0). Rows whose part did not run for that scheme and d are left out."""
+    (nan where the baseline's median is 0). Rows whose part did not run for that scheme and d are left out.
+    Where only the flow ran (part flow_large), the flow is the baseline (`FLOW_BASELINE`) and the rows are the
+    readings of "active", computed from the flow's runs."""
     med = medians(rows)
     out = []
-    for part, scheme, d, lam in sorted((k for k in med if k[0] == "paper"), key=lambda k: (k[1], k[2], -k[3])):
+    gd = {k[1:] for k in med if k[0] == "paper"}
+    for part, scheme, d, lam in sorted((k for k in med if k[0] == "paper" or (k[0] == "flow" and k[1:] not in gd)),
+                                       key=lambda k: (k[1], k[2], -k[3])):
         base = med[(part, scheme, d, lam)]["max_angle"]
-        for choice, setting, paper_choice, src, metric in (BASELINE, *CHOICES):
+        if part == "paper":
+            choices = (BASELINE, *CHOICES)
+        else:
+            choices = (FLOW_BASELINE, *((c, s_, p, "flow", m) for c, s_, p, src, m in CHOICES
+                                        if src == "paper" and c.startswith("active neuron")))
+        for choice, setting, paper_choice, src, metric in choices:
             got = med.get((src, scheme, d, lam))
             if got is None:
                 continue
             value = got[metric]
             out.append({"scheme": scheme, "d": d, "lambda": lam, "lambda_power_of_4": fmt_lambda(lam),
-                        "choice": choice, "setting": setting if choice != "baseline" else BASELINE[1],
+                        "choice": choice, "setting": setting,
                         "paper_choice": paper_choice, "is_paper": choice == "baseline",
                         "median_max_angle": value, "ratio_to_baseline": value / base if base > 0 else math.nan,
                         "trials": got["trials"], "capped": got["capped"]})
@@ -278,7 +308,9 @@ PROTOCOL = Experiment(
             "members (data and init) trained by gradient flow as chistikov2023-fig1 does. The protocol sensitivity "
             "table (protocol_sensitivity.csv) gives, per scheme, d and lambda, the median max angle under the "
             "paper's protocol and with one choice changed at a time, with its ratio to the baseline: "
-            + _CHOICES_TEXT + ". The changed choices that need training run at d = 4 only.",
+            + _CHOICES_TEXT + ". The changed choices that need training run at d = 4 only. At d = 1024 the table has "
+            "rows for the readings of 'active' against the gradient flow (part flow_large, chistikov2023-fig1's "
+            "d = 1024 column; GD equals the flow there where both were run).",
     config=ExperimentConfig(
         model=NET,
         data=TeacherNeuron(d=4, scheme="centred", n_test=64),
@@ -292,7 +324,8 @@ PROTOCOL = Experiment(
     ),
     quick={"trials": 3, "checkpoints": 12, "model.width": 50,
            "parts": protocol_parts(ds=[4], sensitivity_ds=[4], lambdas=[4.0**-2, 4.0**-6, 4.0**-10],
-                                   paper_steps=50_000, converged_steps=300_000, flow_time=500.0)},
+                                   paper_steps=50_000, converged_steps=300_000, flow_time=500.0,
+                                   large_ds=[])},
     figures=(Figure("fig1_paper_protocol",
                     "Median over trials of the largest angle between active neurons at the end of training against "
                     "lambda, one colour per d: the paper's protocol (GD, lr 0.01, loss < 1e-9 or 2e7 steps; solid) "
@@ -317,7 +350,9 @@ PROTOCOL = Experiment(
                     "bench_gd_batch.py), and a task goes on with its running members only once at most half of them "
                     "run. At d = 16, uncentred, trials that do not reach loss 1e-9 run the full 2e7 steps (~200 s a "
                     "member): the full variant took 2.4 h on 2 cores (8500 s at load 3.1, 2026-12-03). `--set grid.data.d=[4]` "
-                    "keeps every part at d = 4 (minutes). The changed choices that need training (stopping rule, "
+                    "keeps every part at d = 4 (minutes). The part flow_large is chistikov2023-fig1's d = 1024 column (about "
+                    "8 core-hours, 7 of them uncentred): `--reuse runs/chistikov2023-fig1` copies its runs from a run of "
+                    "that experiment instead of training them again. The changed choices that need training (stopping rule, "
                     "pi/4, x_0) run at d = 4 only, where a run needs at most ~3e6 steps. Quick: d = 4, m = 50, "
                     "lambda = 4^-2, 4^-6, 4^-10, 3 trials, 5e4 steps (t = 500; the flow the same t), 'converged' "
                     "capped at 3e5 steps.",

@@ -145,11 +145,19 @@ def with_overrides(config: ExperimentConfig, overrides: dict[str, Any]) -> Exper
     """A validated copy with dotted-path overrides applied (`model.width` = 10, `data.name` = ...).
 
     Overrides of a field that a part also sets are applied to that part too, so a user's `--set`
-    wins over the experiment's per-part settings.  `kind`/`name` switches are applied first."""
+    wins over the experiment's per-part settings.  `kind`/`name` switches are applied first.  `parts` set to a
+    list of part names keeps those parts only (`--set 'parts=[flow]'`); set to a mapping, it replaces them."""
     tree = config.model_dump()
     order = sorted(overrides, key=lambda p: not p.endswith((".kind", ".name")))
     for path in order:
         value = copy.deepcopy(overrides[path])
+        if path == "parts" and isinstance(value, list):
+            unknown = [v for v in value if v not in tree["parts"]]
+            if not value or unknown:
+                raise ConfigError(f"parts = {value!r} is not allowed: expected a non-empty list of this experiment's "
+                                  f"parts, a selection of {list(tree['parts'])}")
+            tree["parts"] = {name: tree["parts"][name] for name in value}
+            continue
         if path.startswith("grid.") and path != "grid.":
             # one grid axis, e.g. grid.data.d=[4,16,64] (axis names contain dots themselves)
             axis = path[len("grid."):]

@@ -21,7 +21,7 @@ import shlex
 import sys
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +96,8 @@ def run(experiment: str | Experiment, *, quick: bool = False, overrides: Mapping
         seed: int | None = None, out: str | os.PathLike | None = None, workers: int | None = None,
         scheduler: str | None = None, cluster: str | os.PathLike | None = None, progress: bool = True,
         worker_timeout: float | None = None, dashboard: str | None = None,
-        log: Callable[[str], None] | None = None, command: str | None = None) -> Results:
+        log: Callable[[str], None] | None = None, command: str | None = None,
+        reuse: Sequence[str | os.PathLike] = ()) -> Results:
     """Run an experiment: validate, train or resume, check, and write every output; returns its `Results`.
 
     experiment: a catalogued name (`implicitbias list`) or an `Experiment` object (e.g. defined in a notebook
@@ -109,6 +110,8 @@ def run(experiment: str | Experiment, *, quick: bool = False, overrides: Mapping
         address of a running Dask scheduler; cluster: a SLURM/PBS cluster file (dask-jobqueue).
     progress: a progress bar; worker_timeout, dashboard: as the command line's --worker-timeout, --dashboard;
     log: where messages go (default: standard error); command: the command recorded in config.yaml.
+    reuse: run directories (e.g. of another experiment) whose stored runs are this run's computations under other
+        labels (`RunSpec.compute_key`: the same but for part and trial): copied in, not trained again.
 
     `results.checks` holds the verdicts, `results.record` how the call went (failed runs and their messages,
     paths, wall and training times).  Bad input raises `ConfigError` before anything is written.  Called while a
@@ -122,6 +125,7 @@ def run(experiment: str | Experiment, *, quick: bool = False, overrides: Mapping
     if out is None:
         out = f"runs/{exp.name}{'-quick' if quick else ''}"
     out = preflight.output_dir(out)
+    reuse = preflight.reuse_dirs(reuse)
     preflight.check_devices()
     config = exp.resolve(quick=quick, overrides=dict(overrides or {}), seed=seed)
     runs = exp.runs(config)  # expanded once: every run validated before anything trains
@@ -145,6 +149,9 @@ def run(experiment: str | Experiment, *, quick: bool = False, overrides: Mapping
         definitions.keep(exp, out)
         started, started_at = time.perf_counter(), datetime.datetime.now().isoformat(timespec="seconds")
         say(f"{exp.name}: {len(runs)} runs -> {out}/runs/ (a rerun of this command resumes)")
+        if reuse:
+            copied = RunStore(out, warn=say).adopt(runs, reuse)
+            say(f"{copied} runs copied from {', '.join(map(str, reuse))} (the same computations): not trained again")
         try:
             with memo_directory(out):  # references a run needs while it trains (an SVM): solved once, kept in out
                 outcome = run_sweep(runs, RunStore(out, warn=say), workers=workers, scheduler=scheduler,

@@ -51,6 +51,18 @@ def output_dir(value: str | os.PathLike) -> Path:
     return out
 
 
+def reuse_dirs(values) -> list[Path]:
+    """The run directories of `--reuse`, refused before anything is written when one is not a run directory."""
+    out = []
+    for value in values or ():
+        path = Path(os.fspath(value))
+        if not (path / "runs").is_dir():
+            raise ConfigError(f"--reuse {os.fspath(value)!r} is not allowed: it has no runs/ folder; expected a run "
+                              "directory written by `implicitbias run`")
+        out.append(path)
+    return out
+
+
 def check_options(config, *, workers: int | None, scheduler: str | None, cluster: str | os.PathLike | None,
                   worker_timeout: float | None, dashboard: str | None) -> None:
     """The execution options, and the data source of the config (e.g. a CIFAR-10 path)."""

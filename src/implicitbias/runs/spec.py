@@ -101,6 +101,13 @@ class RunSpec(Spec):
             dump["method"].pop("tail_below", None)
         return _digest({"format": RESULTS_FORMAT, **dump})
 
+    def compute_key(self) -> str:
+        """The identity of the computation alone: `key` with the label fields (`part`, `trial`) left out.  Two runs
+        with equal compute keys train the same program from the same seeds and give the same arrays, whatever
+        experiment or part they sit in (`RunStore.adopt` copies one for the other)."""
+        return self.model_copy(update={field: type(self).model_fields[field].default
+                                       for field in self.label_fields}).key()
+
     def data_key(self) -> str:
         """The identity of the run's training/test data (generator spec and seed)."""
         return _digest({"data": self.data.model_dump(mode="json"), "seed": self.data_seed})

@@ -21,7 +21,8 @@ from __future__ import annotations
 import datetime
 import json
 import os
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import xarray as xr
@@ -73,6 +74,43 @@ class RunStore:
         path = save(ds, self.run_path(spec))
         self.failure_path(spec).unlink(missing_ok=True)  # an earlier failure of this run is superseded
         return path
+
+    def adopt(self, specs: Sequence[RunSpec], sources: Sequence[str | os.PathLike]) -> int:
+        """Copy into this store, from the run directories `sources`, every stored run that is one of `specs`'s
+        computation (`RunSpec.compute_key`: equal but for the labels part and trial) and is not stored here yet,
+        with its data set; returns how many were copied.  The copy carries this store's spec (label and identity):
+        its arrays are what training the spec would give.  A source that is not a run directory raises
+        FileNotFoundError; an unreadable file in it is skipped."""
+        wanted: dict[str, list[RunSpec]] = {}
+        for spec in specs:
+            if not self.done(spec):
+                wanted.setdefault(spec.compute_key(), []).append(spec)
+        copied = 0
+        for source in sources:
+            root = Path(source)
+            if not (root / "runs").is_dir():
+                raise FileNotFoundError(f"reuse: {root} is not a run directory (no runs/ folder in it)")
+            if root.resolve() == self.root.resolve():
+                continue
+            for path in sorted((root / "runs").glob("*.nc")):
+                if not wanted:
+                    return copied
+                try:
+                    ds = load(path)
+                    theirs = RunSpec.from_json(ds.attrs["spec"])
+                except Exception:  # noqa: BLE001 - an unreadable source file is not ours to judge: skipped
+                    continue
+                data = root / "data" / f"{theirs.data_key()}.nc"
+                ours = wanted.get(theirs.compute_key(), [])
+                if not ours or ds.attrs.get("key") != theirs.key() or not data.exists():
+                    continue
+                for spec in {s.key(): s for s in ours}.values():
+                    if not self.data_path(spec).exists():
+                        atomic_file(lambda tmp, src=data: shutil.copyfile(src, tmp), self.data_path(spec))
+                    self.save_run(ds.assign_attrs(spec=spec.to_json(), key=spec.key()))
+                    copied += 1
+                del wanted[theirs.compute_key()]
+        return copied
 
     def done(self, spec: RunSpec) -> bool:
         """Whether the run's file exists (not whether it is readable: see `load_run`)."""
