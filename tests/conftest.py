@@ -41,7 +41,25 @@ def key():
 _LONG_FIRST = ("test_sweep.py", "test_slurm.py", "test_cli.py")
 
 
+#: module fixtures left ungrouped: test_faults' runs probe a full disk and a batch cluster, and after those
+#: probes a netCDF4/HDF5 read in the same worker crashed (2 of 3 tries) when its fixtures were grouped onto one
+_UNGROUPED = ("tests/test_faults.py",)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    """Under `--dist loadgroup`, tests that use a module-scoped fixture of their own module (and have no group of
+    their own) go to one worker, so the fixture (often a trained experiment) is computed once, not on both; and
+    the files in `_LONG_FIRST` are dispatched first."""
+    for item in items:
+        if any(True for _ in item.iter_markers("xdist_group")):
+            continue
+        module = item.nodeid.split("::")[0]
+        shared = sorted(name for name in item.fixturenames
+                        for fixture in item._fixtureinfo.name2fixturedefs.get(name, ())
+                        if fixture.scope == "module" and fixture.baseid == module)
+        if shared and module not in _UNGROUPED:
+            item.add_marker(pytest.mark.xdist_group(f"{module}::{shared[0]}"))
     rank = {name: i for i, name in enumerate(_LONG_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(_LONG_FIRST)))  # stable: file order kept otherwise
 

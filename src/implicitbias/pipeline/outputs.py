@@ -46,6 +46,8 @@ def write_figures(experiment: Experiment, results: Results, out_dir: Path,
         png = fig_dir / f"{figure.name}.png"
         # through temporary files: two processes finishing the same directory never leave half a figure
         atomic_file(lambda tmp, fig=fig: fig.savefig(tmp, format="png", dpi=120), png)
+        # the layout is in inches, the same at any dpi: the PDF keeps the one the PNG's draw computed
+        fig.set_layout_engine("none")
         atomic_file(lambda tmp, fig=fig: fig.savefig(tmp, format="pdf"), fig_dir / f"{figure.name}.pdf")
         plt.close(fig)
         written.append((figure.name, figure.title, png))
