@@ -188,6 +188,10 @@ BAD_INPUTS = [
     (KKT + " --dashboard what", "--dashboard"),
     (KKT + " --dashboard 10.9.9.9:8787", "--dashboard"),
     (KKT + " --dashboard 127.0.0.1:99999", "--dashboard"),
+    (KKT + " --reuse {missing}", "--reuse"),
+    (KKT + " --reuse {plain}", "--reuse"),
+    (KKT + " --reuse", "--reuse"),
+    (KKT + " --set 'parts=[nope]'", "parts"),
     (KKT + " --bogus", "--bogus"),
     # every type of config field
     (KKT + " --set model.width=-3", "model.width"),  # int, out of range
