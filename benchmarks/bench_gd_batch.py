@@ -18,7 +18,7 @@ import json
 import os
 import time
 
-from implicitbias.data import TeacherNeuron
+from implicitbias.papers.chistikov2023.data import TeacherNeuron
 from implicitbias.losses import Loss
 from implicitbias.models import TwoLayer
 from implicitbias.training import GD, Stop, train

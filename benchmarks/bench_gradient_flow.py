@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 import implicitbias  # noqa: F401
-from implicitbias.data import TeacherNeuron
+from implicitbias.papers.chistikov2023.data import TeacherNeuron
 from implicitbias.losses import Loss
 from implicitbias.models import TwoLayer
 from implicitbias.training import GD, GradientFlow, Stop, train

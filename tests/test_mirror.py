@@ -19,7 +19,7 @@ from implicitbias.runs.execute import dataset_of, train_group
 from implicitbias.runs.results import stack_runs
 from implicitbias.runs.spec import RunSpec, group_runs
 from implicitbias.theorems.base import RunContext
-from implicitbias.theorems.linear_regression import BregmanLimit
+from implicitbias.papers.gunasekar2018_geometry.theorems import BregmanLimit
 from implicitbias.training import GD, SGD, GradientFlow, HyperbolicEntropy, Lp, MirrorDescent, NormalizedGD, Stop, train
 from implicitbias.training.methods import DiscreteMethod
 

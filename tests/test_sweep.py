@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from implicitbias.data import TeacherNeuron
+from implicitbias.papers.chistikov2023.data import TeacherNeuron
 from implicitbias.experiments.config import ExperimentConfig, expand
 from implicitbias.losses import Loss
 from implicitbias.models import TwoLayer

@@ -224,7 +224,7 @@ class Row:
     why_not: str = ""
 
 
-T7_EXT = lambda: __import__("implicitbias.theorems.chistikov", fromlist=["x"]).ChistikovTheorem7(  # noqa: E731
+T7_EXT = lambda: __import__("implicitbias.papers.chistikov2023.theorems.theorem7", fromlist=["x"]).ChistikovTheorem7(  # noqa: E731
     max_data_angle=math.pi / 2)
 
 #: (row, breaking input) whose predictions vanish from the report (none now; a theorem that reports nothing
@@ -412,7 +412,7 @@ def test_census_angle_bound_selects_trials_and_is_the_assumption_of_the_beyond_s
     """CensusTheorem7's angle bound splits the trials of a cell: on the 'within' subset it holds by selection
     (a cell with no trial within is not_evaluated, not failed: test_census.py), on the 'beyond' subset it fails
     and puts every prediction outside scope. The nominal cell has one trial on each side."""
-    from implicitbias.theorems.census import CensusTheorem7
+    from implicitbias.papers.chistikov2023.theorems.census import CensusTheorem7
 
     ctx = _chistikov7()
     within, beyond = (CensusTheorem7(subset=s).check(ctx) for s in ("within", "beyond"))
