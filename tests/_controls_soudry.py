@@ -4,8 +4,8 @@ no training (see tests/_controls.py).
 Linear predictors: a parameter path w(t) (or W(t) for the multiclass model), every recorded quantity computed from
 it as the recorder computes it (loss, ||w||, margins, normalised margin, unit distance to the SVM). The positive
 paths are Theorem 3's asymptotic form, w(t) = w_hat log t + w_tilde (+ a vanishing part), with w_hat the SVM and
-w_tilde from `implicitbias.papers.soudry2018.theorems.common.soudry_w_tilde`; each negative path changes one thing (the norm's slope, the loss's
-rate, the direction error's rate, the limit of angle gap x ||w||, ...), with every assumption still holding.
+w_tilde from `papers.soudry2018.theorems.common.soudry_w_tilde`; each negative path changes one thing (the norm's
+slope, the loss's rate, the direction error's rate, the limit of angle gap x ||w||, ...), with every assumption still holding.
 
 Deep linear networks (depth 2): W_1 = sigma u_1 d(t)^T + eps e_2 p^T, W_2 = sigma e_1^T as in the table's
 nominal instance (tests/_table_instances.py::ji_telgarsky, the positive control of every Ji & Telgarsky
@@ -150,8 +150,8 @@ def _multiclass(path, time=TIME, lr=0.5) -> RunContext:
 
 @functools.cache
 def _mc_pieces():
-    from implicitbias.reference import multiclass_svm
     from implicitbias.papers.soudry2018.theorems.common import soudry_w_tilde
+    from implicitbias.reference import multiclass_svm
 
     data = _mc_data()
     svm = multiclass_svm(data.X, data.y.astype(int), 3)

@@ -204,12 +204,12 @@ def diagonal_regression():
     """Depth 2, square loss, alpha = 0.5: the trajectory is the mirror flow of the hyperbolic entropy
     (`mirror_flow_path`, what gradient flow on u^2 - v^2 follows), integrated to interpolation."""
     from implicitbias.data import SparseRegression
+    from implicitbias.papers.woodworth2020.theorems import mirror_flow_path
     from implicitbias.reference.diagonal_nets import (
         diagonal_net_potential,
         diagonal_net_time_scale,
         q_alpha_interpolator,
     )
-    from implicitbias.papers.woodworth2020.theorems import mirror_flow_path
 
     spec, alpha = SparseRegression(n=4, d=8, k=2), 0.5
     ds = spec.generate(0)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from implicitbias._spec import ConfigError
-from implicitbias.papers.chistikov2023.data import TeacherNeuron
 from implicitbias.experiments import get
+from implicitbias.papers.chistikov2023.data import TeacherNeuron
 from implicitbias.papers.chistikov2023.experiments.fig1 import LAMBDAS, WEIGHTED
 from implicitbias.papers.chistikov2023.experiments.protocol import (
     BASELINE,

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from implicitbias._spec import ConfigError
-from implicitbias.papers.chistikov2023.families import ChistikovFamily
 from implicitbias.data import (
     Cifar10,
     Dataset,
@@ -25,9 +24,10 @@ from implicitbias.data import (
     make_dataset,
     near_orthogonality,
 )
-from implicitbias.papers.vardi2021.data import NeuronTeacher
 from implicitbias.papers.boursier2022.data import Orthogonal
 from implicitbias.papers.chistikov2023.data import TeacherNeuron, TwoTeachers
+from implicitbias.papers.chistikov2023.families import ChistikovFamily
+from implicitbias.papers.vardi2021.data import NeuronTeacher
 
 # One small configuration of every generator that needs no file: the table every common check runs over.
 SPECS = [

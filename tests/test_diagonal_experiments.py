@@ -11,14 +11,13 @@ from implicitbias._spec import ConfigError
 from implicitbias.data import NearlyOrthogonal, Separable, SparseRegression
 from implicitbias.losses import Loss
 from implicitbias.models import DiagonalLinear
+from implicitbias.papers.gunasekar2018.theorems import GunasekarDiagonal
+from implicitbias.papers.woodworth2020.theorems import MirrorFlowPath, WoodworthLimit, mirror_flow_path
 from implicitbias.reference import NonSeparableDataError
 from implicitbias.runs import RunSpec
 from implicitbias.runs.execute import dataset_of, train_group
 from implicitbias.runs.results import stack_runs
-from implicitbias.papers.gunasekar2018.theorems import GunasekarDiagonal
-from implicitbias.papers.woodworth2020.theorems import MirrorFlowPath, WoodworthLimit
 from implicitbias.theorems import RunContext
-from implicitbias.papers.woodworth2020.theorems import mirror_flow_path
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 

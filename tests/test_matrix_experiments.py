@@ -11,17 +11,17 @@ from implicitbias._spec import ConfigError
 from implicitbias.cli import main
 from implicitbias.data import MatrixCompletion, MatrixSensing, RazinCohen
 from implicitbias.experiments import get
-from implicitbias.papers.arora2019.experiments import AroraClaims
-from implicitbias.papers.razin2020.experiments import LOSS_TOL, RAZIN
 from implicitbias.losses import Loss
 from implicitbias.metrics.factorization import commutator_gap, crossing_times, end_to_end
 from implicitbias.models import MatrixFactorization
-from implicitbias.runs import RunSpec
-from implicitbias.theorems.base import CellsContext, RunContext
+from implicitbias.papers.arora2019.experiments import AroraClaims
 from implicitbias.papers.gunasekar2017.theorems import GunasekarCommuting, GunasekarConjecture
 from implicitbias.papers.li2021.theorems import LiIncremental
-from implicitbias.theorems.matrix_common import min_nuclear_norm, min_nuclear_norm_psd
+from implicitbias.papers.razin2020.experiments import LOSS_TOL, RAZIN
 from implicitbias.papers.razin2020.theorems import RazinCohen2020
+from implicitbias.runs import RunSpec
+from implicitbias.theorems.base import CellsContext, RunContext
+from implicitbias.theorems.matrix_common import min_nuclear_norm, min_nuclear_norm_psd
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 from implicitbias.training.train import train

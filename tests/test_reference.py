@@ -7,6 +7,7 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
+from implicitbias.papers.chistikov2023.reference import chistikov_M, dual_generators, z_matrix_condition
 from implicitbias.reference import (
     NotSeparableError,
     ReferenceSolverError,
@@ -27,7 +28,6 @@ from implicitbias.reference import (
     woodworth_q,
     woodworth_q_interpolator,
 )
-from implicitbias.papers.chistikov2023.reference import chistikov_M, dual_generators, z_matrix_condition
 
 # -- data families of SCIENCE.md S11 (Chistikov et al. 2023, Appendix G); points are rows --------------
 

@@ -11,13 +11,6 @@ import scipy.linalg
 import scipy.optimize
 
 from implicitbias._spec import ConfigError
-from implicitbias.reference.diagonal_nets import (
-    DeepDiagonalPotential,
-    diagonal_net_potential,
-    diagonal_net_time_scale,
-    q_alpha,
-    q_alpha_interpolator,
-)
 from implicitbias.reference import (
     HyperbolicPotential,
     LpPotential,
@@ -37,6 +30,13 @@ from implicitbias.reference import (
     neuron_preimage_projection,
     woodworth_q,
     woodworth_q_interpolator,
+)
+from implicitbias.reference.diagonal_nets import (
+    DeepDiagonalPotential,
+    diagonal_net_potential,
+    diagonal_net_time_scale,
+    q_alpha,
+    q_alpha_interpolator,
 )
 
 

@@ -14,10 +14,10 @@ import scipy.linalg
 
 from implicitbias._spec import ConfigError
 from implicitbias.data import Dataset
-from implicitbias.papers.chistikov2023.data import TeacherNeuron
 from implicitbias.losses import Loss
 from implicitbias.metrics.kkt import kkt_system
 from implicitbias.models import AnyModel, Linear, MatrixFactorization, TwoLayer
+from implicitbias.papers.chistikov2023.data import TeacherNeuron
 from implicitbias.runs import RunSpec
 from implicitbias.storage import load, save
 from implicitbias.training import GD, SGD, GradientFlow, Status, Stop, train

@@ -16,5 +16,6 @@ appendix G) and appendix I.
   chistikov2023-min-norm (`min_norm`), chistikov2023-fig1-paper-protocol (`protocol`),
   chistikov2023-two-teachers (`two_teachers`).
 
-This package is the model to copy for a new paper (with examples/quadratic-net for a package of its own).
+Its many experiments make it a subpackage per kind (`theorems/`, `experiments/`, `metrics/`); a paper with one
+experiment is three modules (`data.py`, `theorems.py`, `experiments.py`), as `implicitbias.papers.vardi2021`.
 """

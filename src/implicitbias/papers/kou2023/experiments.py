@@ -55,7 +55,7 @@ KOU = Experiment(
     # one set of thresholds for the quick and the full variant: a limit (srank, margin spread) lies between the
     # last value and the extrapolation of a fitted 1/log t trend, and a run whose interval straddles the bound has
     # not converged (not_evaluated), so a shorter run needs no wider tolerance; the rates are fitted exponents
-    # (see `theorems.kou`)
+    # (see `theorems`)
     theorems=lambda cell: [KouTheorem()],
     settings_source="Ours: n = 10, d = 20000 (so that Kou's condition holds with C = 3), m = 20 per sign "
                     "(width 40), lr 1, 5 10^4 steps; the review gives no numeric settings.",
