@@ -431,15 +431,15 @@ def write_papers(api: dict[str, str]) -> list:
                  "      members: false", "", "## Experiments", ""]
         lines += [f"- [{e.name}](../experiments/{e.name}.md): {prose(e.paper)}" for e in mine] or ["None."]
         lines += ["", "## Modules", "", "| module | what it holds |", "| --- | --- |"]
-        lines += [f"| `{m}` | {esc(_first_paragraph(importlib.import_module(m))) or '—'} |"
+        lines += [f"| `{m}` | {_first_paragraph(importlib.import_module(m)) or '—'} |"
                   for m in paper_modules(package)]
         if children:
             lines += ["", "## Theorems, claims, data and references", "", "| name | what it is |", "| --- | --- |"]
-            lines += [f"| [`{name}`]({os.path.relpath(target, 'papers')}) | {esc(_first_paragraph(obj)) or '—'} |"
+            lines += [f"| [`{name}`]({os.path.relpath(target, 'papers')}) | {_first_paragraph(obj) or '—'} |"
                       for (name, target), obj in zip(children, objects)]
         with mkdocs_gen_files.open(page, "w") as f:
             f.write("\n".join(lines) + "\n")
-        index.append(f"| [`{short}`]({short}.md) | {esc(_first_paragraph(module))} | "
+        index.append(f"| [`{short}`]({short}.md) | {_first_paragraph(module)} | "
                      f"{', '.join(f'[{e.name}](../experiments/{e.name}.md)' for e in mine) or '—'} |")
         nav.append((short, page, children))
     with mkdocs_gen_files.open("papers/index.md", "w") as f:
