@@ -84,8 +84,8 @@ import xarray as xr
 
 from bench_gf_eval_cost import bare_gradient  # this folder is on sys.path when run as a script
 from implicitbias.experiments import get
-from implicitbias.experiments.chistikov2023 import KINK
 from implicitbias.metrics.neurons import kink_max_angle
+from implicitbias.papers.chistikov2023.experiments.fig1 import KINK
 from implicitbias.runs.execute import dataset_of, train_group
 
 DIMS = (4, 16, 64, 256, 1024)

@@ -18,9 +18,9 @@ import json
 import os
 import time
 
-from implicitbias.data import TeacherNeuron
 from implicitbias.losses import Loss
 from implicitbias.models import TwoLayer
+from implicitbias.papers.chistikov2023.data import TeacherNeuron
 from implicitbias.training import GD, Stop, train
 
 NET = TwoLayer(width=200, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")

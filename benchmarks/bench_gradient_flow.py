@@ -17,9 +17,9 @@ import time
 import numpy as np
 
 import implicitbias  # noqa: F401
-from implicitbias.data import TeacherNeuron
 from implicitbias.losses import Loss
 from implicitbias.models import TwoLayer
+from implicitbias.papers.chistikov2023.data import TeacherNeuron
 from implicitbias.training import GD, GradientFlow, Stop, train
 
 NET = TwoLayer(width=200, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")

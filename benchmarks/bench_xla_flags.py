@@ -35,7 +35,7 @@ import jax, jax.monitoring
 compile_s = []
 jax.monitoring.register_event_duration_secs_listener(
     lambda event, d, **kw: compile_s.append(d) if event.endswith("backend_compile_duration") else None)
-from implicitbias.data import TeacherNeuron
+from implicitbias.papers.chistikov2023.data import TeacherNeuron
 from implicitbias.losses import Loss
 from implicitbias.models import TwoLayer
 from implicitbias.training.methods import GradientFlow

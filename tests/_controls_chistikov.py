@@ -25,12 +25,13 @@ import math
 import numpy as np
 
 from _controls import Control
-from implicitbias.data import ChistikovFamily, TeacherNeuron
 from implicitbias.metrics.neurons import max_angle_pair
+from implicitbias.papers.chistikov2023.data import TeacherNeuron
+from implicitbias.papers.chistikov2023.families import ChistikovFamily
+from implicitbias.papers.chistikov2023.theorems.theorem8 import ChistikovTheorem8
 from implicitbias.reference import min_norm_relu_interpolator
 from implicitbias.reference.memo import array_key, memoized
 from implicitbias.theorems.base import RunContext
-from implicitbias.theorems.chistikov_min_norm import ChistikovTheorem8
 from test_negative_controls_chistikov import LAMS, _context, _orthogonal_cell
 
 #: a plateau above the cells' stopping rule 1e-10: the loss of a run that stalls

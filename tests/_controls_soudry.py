@@ -4,8 +4,8 @@ no training (see tests/_controls.py).
 Linear predictors: a parameter path w(t) (or W(t) for the multiclass model), every recorded quantity computed from
 it as the recorder computes it (loss, ||w||, margins, normalised margin, unit distance to the SVM). The positive
 paths are Theorem 3's asymptotic form, w(t) = w_hat log t + w_tilde (+ a vanishing part), with w_hat the SVM and
-w_tilde from `theorems.soudry.soudry_w_tilde`; each negative path changes one thing (the norm's slope, the loss's
-rate, the direction error's rate, the limit of angle gap x ||w||, ...), with every assumption still holding.
+w_tilde from `papers.soudry2018.theorems.common.soudry_w_tilde`; each negative path changes one thing (the norm's
+slope, the loss's rate, the direction error's rate, the limit of angle gap x ||w||, ...), with every assumption still holding.
 
 Deep linear networks (depth 2): W_1 = sigma u_1 d(t)^T + eps e_2 p^T, W_2 = sigma e_1^T as in the table's
 nominal instance (tests/_table_instances.py::ji_telgarsky, the positive control of every Ji & Telgarsky
@@ -73,7 +73,8 @@ def _linear(path, time=TIME, method=None) -> RunContext:
 @functools.cache
 def _pieces():
     """(w_hat, w_tilde, unit vector orthogonal to w_hat) of the 2-D data (w_tilde from the project's function)."""
-    from implicitbias.theorems.soudry import soudry_w_tilde, svm_of
+    from implicitbias.papers.soudry2018.theorems.common import soudry_w_tilde
+    from implicitbias.theorems.max_margin import svm_of
 
     data = _data2d()
     w_hat = data.info["w_svm"]
@@ -120,7 +121,8 @@ LIMIT_TIME = np.concatenate([[0.0], np.logspace(7, 8, 24)])
 def moving_limit_path(time=LIMIT_TIME):
     """w_hat log t + w_tilde, with its part orthogonal to w_hat scaled by 1.5 - 0.5 (t / t_end)^-nu (nu the
     derived residual rate): P w(t) equals P w_tilde at the last checkpoint but is on its way to 1.5 P w_tilde."""
-    from implicitbias.theorems.soudry import residual_rate, svm_of
+    from implicitbias.papers.soudry2018.theorems.common import residual_rate
+    from implicitbias.theorems.max_margin import svm_of
 
     w_hat, w_tilde, _ = _pieces()
     u = w_hat / np.linalg.norm(w_hat)
@@ -148,8 +150,8 @@ def _multiclass(path, time=TIME, lr=0.5) -> RunContext:
 
 @functools.cache
 def _mc_pieces():
+    from implicitbias.papers.soudry2018.theorems.common import soudry_w_tilde
     from implicitbias.reference import multiclass_svm
-    from implicitbias.theorems.soudry import soudry_w_tilde
 
     data = _mc_data()
     svm = multiclass_svm(data.X, data.y.astype(int), 3)
@@ -182,7 +184,8 @@ def mc_wobbly_path(time=TIME):
 
 
 def mc_moving_limit_path(time=LIMIT_TIME):
-    from implicitbias.theorems.soudry import residual_rate, svm_of
+    from implicitbias.papers.soudry2018.theorems.common import residual_rate
+    from implicitbias.theorems.max_margin import svm_of
 
     W_hat, W_tilde, _ = _mc_pieces()
     u = W_hat.ravel() / np.linalg.norm(W_hat)

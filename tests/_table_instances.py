@@ -204,8 +204,12 @@ def diagonal_regression():
     """Depth 2, square loss, alpha = 0.5: the trajectory is the mirror flow of the hyperbolic entropy
     (`mirror_flow_path`, what gradient flow on u^2 - v^2 follows), integrated to interpolation."""
     from implicitbias.data import SparseRegression
-    from implicitbias.reference import diagonal_net_potential, diagonal_net_time_scale, q_alpha_interpolator
-    from implicitbias.theorems.diagonal import mirror_flow_path
+    from implicitbias.papers.woodworth2020.theorems import mirror_flow_path
+    from implicitbias.reference.diagonal_nets import (
+        diagonal_net_potential,
+        diagonal_net_time_scale,
+        q_alpha_interpolator,
+    )
 
     spec, alpha = SparseRegression(n=4, d=8, k=2), 0.5
     ds = spec.generate(0)
@@ -260,7 +264,7 @@ def _neuron_cell(activation, w0, w, spec, ds):
 @functools.cache
 def vardi_leaky():
     """The leaky-ReLU neuron: w(inf) = the preimage projection of w0 (the closed form of the theorem)."""
-    from implicitbias.data import NeuronTeacher
+    from implicitbias.papers.vardi2021.data import NeuronTeacher
     from implicitbias.reference import neuron_preimage_projection
 
     spec = NeuronTeacher(n=4, d=8, activation="leaky_relu", gamma=0.5)
@@ -272,8 +276,8 @@ def vardi_leaky():
 @functools.cache
 def vardi_relu():
     """The ReLU neuron from ||w0|| = 1e-3 ||w_min||, ending at w_min (zero loss, ratio 1 to the bound 2)."""
-    from implicitbias.data import NeuronTeacher
-    from implicitbias.theorems.single_neuron import relu_min_norm
+    from implicitbias.papers.vardi2021.data import NeuronTeacher
+    from implicitbias.papers.vardi2021.theorems import relu_min_norm
 
     spec = NeuronTeacher(n=4, d=8)
     ds = spec.generate(0)
@@ -314,7 +318,7 @@ def _sensing_cell(measurements, n):
     """Gunasekar et al. 2017: W = U U^T from alpha I over three alphas; ||W(inf)||_* = (1 + alpha) x the minimum
     over PSD interpolators (the excess falling like alpha), final loss 1e-14."""
     from implicitbias.data import MatrixSensing
-    from implicitbias.theorems.matrix_factorization import min_nuclear_norm_psd
+    from implicitbias.theorems.matrix_common import min_nuclear_norm_psd
 
     spec = MatrixSensing(n=n, d=3, rank=1, psd=True, measurements=measurements)
     ds = spec.generate(0)
@@ -351,7 +355,7 @@ def _li_cell(steps, alphas=ALPHAS, saddles=None):
     """A LiIncremental cell: W(t) = g_1 W_1 + g_2 (W_2 - W_1) with (g_1, g_2) = steps(t, ln(1/alpha), sigma_1(M_0))
     on t in [0, 3 ln(1/alpha) / sigma_1(M_0)] (40 checkpoints); `saddles` replaces GLRL's (W_1, W_2) on the path."""
     from implicitbias.data import MatrixSensing
-    from implicitbias.theorems.matrix_factorization import greedy_path
+    from implicitbias.theorems.matrix_common import greedy_path
 
     spec = MatrixSensing(n=12, d=3, rank=2, singular_values=(2.0, 1.0))
     ds = spec.generate(0)

@@ -4,7 +4,7 @@ and figure read the smallest init every depth ran from."""
 from __future__ import annotations
 
 from implicitbias.experiments import get
-from implicitbias.experiments.arora2019 import DEPTH_4_INITS, INITS, _smallest_init, common_init
+from implicitbias.papers.arora2019.experiments import DEPTH_4_INITS, INITS, _smallest_init, common_init
 
 
 def test_full_variant_is_the_papers_setting():

@@ -122,7 +122,7 @@ def test_gradient_flow_batch_with_one_overflowing_member_reports_it_and_leaves_t
 
 def _tiny_linear_regression(gd: dict | None = None, sgd: dict | None = None, parts=("gd", "sgd")):
     """linear-regression-implicit-bias made tiny: 2 parts (GD, SGD: two cells) x 2 inits x 2 trials = 8 runs."""
-    from implicitbias.experiments.linear_regression import LINEAR_REGRESSION
+    from implicitbias.papers.gunasekar2018_geometry.experiments import LINEAR_REGRESSION
 
     declared = {"gd": {"method.lr": 0.2, "stop.max_steps": 300, **(gd or {})},
                 "sgd": {"method.kind": "sgd", "method.lr": 0.05, "method.batch_size": 3, "stop.max_steps": 300,

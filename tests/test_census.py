@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 
 from implicitbias._spec import ConfigError
-from implicitbias.data import TeacherNeuron
-from implicitbias.experiments.chistikov2023_census import median_bands
 from implicitbias.losses import Loss
 from implicitbias.metrics.census import (
     ALIGNED,
@@ -22,16 +20,24 @@ from implicitbias.metrics.census import (
     neuron_census,
     stored_census,
 )
-from implicitbias.metrics.census_trials import CATEGORIES, categorise, fractions, pair_exponents, trial_category
 from implicitbias.metrics.trials import median_of_k
 from implicitbias.models import TwoLayer
+from implicitbias.papers.chistikov2023.data import TeacherNeuron
+from implicitbias.papers.chistikov2023.metrics.census_trials import (
+    CATEGORIES,
+    categorise,
+    fractions,
+    median_bands,
+    pair_exponents,
+    trial_category,
+)
+from implicitbias.papers.chistikov2023.theorems.census import CensusTheorem7
 from implicitbias.runs import RunSpec
 from implicitbias.runs.execute import dataset_of, train_group
 from implicitbias.runs.spec import RESULTS_FORMAT, _digest
 from implicitbias.storage.datasets import data_from_xarray, data_to_xarray
 from implicitbias.storage.files import load, save
 from implicitbias.theorems.base import RunContext
-from implicitbias.theorems.census import CensusTheorem7
 from implicitbias.training import GD, Stop
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.recompute import recompute

@@ -7,22 +7,23 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from implicitbias.data import ChistikovFamily, TeacherNeuron, make_dataset
-from implicitbias.data.families import xi_bound
-from implicitbias.experiments.chistikov2023 import FIG1
-from implicitbias.experiments.chistikov2023_census import DTYPE
-from implicitbias.experiments.chistikov2023_fig2 import FIG2
-from implicitbias.experiments.chistikov2023_two_teachers import TWO_TEACHERS
+from implicitbias.data import make_dataset
 from implicitbias.losses import Loss
-from implicitbias.metrics.plateau import plateau_exit_time
 from implicitbias.models import TwoLayer
+from implicitbias.papers.boursier2022.theorems import BoursierOrthogonal
+from implicitbias.papers.chistikov2023.data import TeacherNeuron
+from implicitbias.papers.chistikov2023.experiments.census import DTYPE
+from implicitbias.papers.chistikov2023.experiments.fig1 import FIG1
+from implicitbias.papers.chistikov2023.experiments.fig2 import FIG2
+from implicitbias.papers.chistikov2023.experiments.two_teachers import TWO_TEACHERS
+from implicitbias.papers.chistikov2023.families import ChistikovFamily, xi_bound
+from implicitbias.papers.chistikov2023.metrics.plateau import plateau_exit_time
+from implicitbias.papers.chistikov2023.theorems.census import CensusTheorem7
+from implicitbias.papers.chistikov2023.theorems.theorem7 import ChistikovTheorem7
+from implicitbias.papers.chistikov2023.theorems.theorem8 import ChistikovTheorem8, chistikov_reference
 from implicitbias.reference import memo
 from implicitbias.runs import RunSpec
 from implicitbias.theorems.base import CellsTheorem, RunContext, Theorem
-from implicitbias.theorems.boursier import BoursierOrthogonal
-from implicitbias.theorems.census import CensusTheorem7
-from implicitbias.theorems.chistikov import ChistikovTheorem7
-from implicitbias.theorems.chistikov_min_norm import ChistikovTheorem8, chistikov_reference
 from implicitbias.training import GD, Stop
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.train import train

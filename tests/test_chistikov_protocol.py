@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from implicitbias._spec import ConfigError
-from implicitbias.data import TeacherNeuron
 from implicitbias.experiments import get
-from implicitbias.experiments.chistikov2023 import LAMBDAS, WEIGHTED
-from implicitbias.experiments.chistikov2023_protocol import (
+from implicitbias.papers.chistikov2023.data import TeacherNeuron
+from implicitbias.papers.chistikov2023.experiments.fig1 import LAMBDAS, WEIGHTED
+from implicitbias.papers.chistikov2023.experiments.protocol import (
     BASELINE,
     CHOICES,
     PAPER_STEPS,
@@ -241,7 +241,7 @@ def _gd_flow_rows(shift: float) -> list[dict]:
 
 
 def test_the_gd_flow_claim_holds_for_a_tracking_gd_and_fails_for_a_shifted_grid():
-    from implicitbias.experiments.chistikov2023_protocol import ProtocolClaims, gd_flow_gap
+    from implicitbias.papers.chistikov2023.experiments.protocol import ProtocolClaims, gd_flow_gap
 
     bound = ProtocolClaims().gap
     gap, _ = gd_flow_gap(_gd_flow_rows(1.0))

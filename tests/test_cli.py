@@ -9,7 +9,7 @@ import pytest
 from implicitbias._spec import ConfigError
 from implicitbias.cli import main
 from implicitbias.experiments import catalog
-from implicitbias.experiments.registry import source
+from implicitbias.experiments.registry import homes, short_home, source
 from implicitbias.pipeline import load
 from implicitbias.reports.browser import find_chromium, render_check
 from implicitbias.training.recompute import recompute
@@ -23,10 +23,13 @@ def test_list_names_every_experiment_with_run_times(capsys):
     out = capsys.readouterr().out
     lines = out.splitlines()
     # issue 42.6: one line per experiment (plugins' included), sorted, within 100 columns, between a header and a
-    # closing line; a plugin's experiment names its package
+    # closing line; issue 41: every experiment names the package that holds it, a built-in paper's by its own name
     assert [line.split()[0] for line in lines[1:-1]] == sorted(catalog()) and all(len(x) <= 100 for x in lines)
-    assert all(f"[{source(name)}]" in next(x for x in lines if x.startswith(name + " "))
-               for name in set(catalog()) - set(NAMES))
+    where = homes()
+    assert all(line.split()[1] == short_home(where[line.split()[0]]) for line in lines[1:-1])
+    assert all(where[name] == "implicitbias.papers." + line.split()[1] for line in lines[1:-1]
+               if (name := line.split()[0]) in NAMES)
+    assert not [name for name in set(catalog()) - set(NAMES) if where[name].startswith("implicitbias.papers.")]
 
 
 def test_describe_prints_the_resolved_config_and_checks(capsys):

@@ -8,7 +8,6 @@ import pytest
 
 from implicitbias._spec import ConfigError
 from implicitbias.data import (
-    ChistikovFamily,
     Cifar10,
     Dataset,
     Digits,
@@ -18,17 +17,17 @@ from implicitbias.data import (
     MatrixSensing,
     MulticlassSeparable,
     NearlyOrthogonal,
-    NeuronTeacher,
     NoisyXor,
-    Orthogonal,
     RazinCohen,
     Separable,
     SparseRegression,
-    TeacherNeuron,
-    TwoTeachers,
     make_dataset,
     near_orthogonality,
 )
+from implicitbias.papers.boursier2022.data import Orthogonal
+from implicitbias.papers.chistikov2023.data import TeacherNeuron, TwoTeachers
+from implicitbias.papers.chistikov2023.families import ChistikovFamily
+from implicitbias.papers.vardi2021.data import NeuronTeacher
 
 # One small configuration of every generator that needs no file: the table every common check runs over.
 SPECS = [

@@ -11,12 +11,13 @@ from implicitbias._spec import ConfigError
 from implicitbias.data import NearlyOrthogonal, Separable, SparseRegression
 from implicitbias.losses import Loss
 from implicitbias.models import DiagonalLinear
+from implicitbias.papers.gunasekar2018.theorems import GunasekarDiagonal
+from implicitbias.papers.woodworth2020.theorems import MirrorFlowPath, WoodworthLimit, mirror_flow_path
 from implicitbias.reference import NonSeparableDataError
 from implicitbias.runs import RunSpec
 from implicitbias.runs.execute import dataset_of, train_group
 from implicitbias.runs.results import stack_runs
-from implicitbias.theorems import GunasekarDiagonal, MirrorFlowPath, RunContext, WoodworthLimit
-from implicitbias.theorems.diagonal import mirror_flow_path
+from implicitbias.theorems import RunContext
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 
@@ -78,7 +79,7 @@ def test_depth_three_limit_and_path():
 
 
 def test_mirror_flow_path_starts_at_zero_and_interpolates():
-    from implicitbias.reference import diagonal_net_potential, q_alpha_interpolator
+    from implicitbias.reference.diagonal_nets import diagonal_net_potential, q_alpha_interpolator
 
     data = REGRESSION.generate(3)
     pot = diagonal_net_potential(0.1, 2)
@@ -89,7 +90,7 @@ def test_mirror_flow_path_starts_at_zero_and_interpolates():
 
 
 # -- Gunasekar et al. 2018 -------------------------------------------------------------------------------
-from implicitbias.experiments.gunasekar2018 import CHECKPOINTS  # noqa: E402
+from implicitbias.papers.gunasekar2018.experiments import CHECKPOINTS  # noqa: E402
 
 CLASSIFICATION = Separable(n=12, d=30, sparsity=2, margin=0.5)
 
@@ -139,7 +140,7 @@ def test_old_checks_passed_the_item_7_negative_controls():
     from _controls_diagonal import ALPHA_OLD, depth3_negative, old_form_path
     from implicitbias.metrics.extrapolation import unit_distance
     from implicitbias.reference import l1_max_margin
-    from implicitbias.theorems.diagonal import stored_predictor
+    from implicitbias.theorems.diagonal_common import stored_predictor
     from implicitbias.theorems.fitting import fitted_slope
 
     def late(ctx):
@@ -197,7 +198,7 @@ def test_non_separable_data_is_refused_before_training():
 
 
 def test_transition_width():
-    from implicitbias.theorems.woodworth_claims import transition_width
+    from implicitbias.papers.woodworth2020.claims import transition_width
 
     alpha = np.logspace(-3, 2, 51)
     sharp = 1 / (1 + (alpha / 0.1) ** -6)
@@ -210,7 +211,7 @@ ALPHA_GRID = np.logspace(-3, 1, 17)  # 4 per decade, as the quick variant's
 
 
 def _rate(measured, predicted, side, error=1e-9):
-    from implicitbias.theorems.woodworth_claims import regime_rate
+    from implicitbias.papers.woodworth2020.claims import regime_rate
 
     return regime_rate("rate", ALPHA_GRID, measured, predicted, np.full(ALPHA_GRID.size, error), side).outcome
 
@@ -237,7 +238,7 @@ def test_recovery_and_sharpness_claims_against_the_closed_form():
     """Issue 24, item 8: the old recovery claim compared the teacher error at the smallest and the largest alpha
     (0.6 < 0.91 passed); now the smallest alpha's must lie nearer the min-l1 interpolator's error than the min-l2
     one's. The old sharpness claim passed any W_3 < W_2; now the widths' uncertainties must not overlap."""
-    from implicitbias.theorems.woodworth_claims import recovery_claims, sharper_claim
+    from implicitbias.papers.woodworth2020.claims import recovery_claims, sharper_claim
 
     err = np.linspace(0.6, 0.912, 9)
     assert err[0] < err[-1]  # the old claim passed
@@ -250,7 +251,7 @@ def test_recovery_and_sharpness_claims_against_the_closed_form():
 
 
 def test_crossover():
-    from implicitbias.theorems.woodworth_claims import crossover
+    from implicitbias.papers.woodworth2020.claims import crossover
 
     assert crossover(ALPHA_GRID, ALPHA_GRID, np.ones_like(ALPHA_GRID)) == pytest.approx(1.0)
     assert np.isnan(crossover(ALPHA_GRID, np.ones_like(ALPHA_GRID), 2 * np.ones_like(ALPHA_GRID)))

@@ -425,10 +425,10 @@ def test_a_close_that_times_out_is_a_warning_after_the_results_are_written(refer
 def test_a_task_that_raises_is_not_retried_and_is_recorded_with_its_error(tmp_path):
     """A worker's task that raises (here: every call of train_group in the worker, patched there) is tried once,
     its runs recorded in DIR/failed/ with the error; the next sweep trains them and clears the records."""
-    from implicitbias.data import TeacherNeuron
     from implicitbias.experiments.config import ExperimentConfig, expand
     from implicitbias.losses import Loss
     from implicitbias.models import TwoLayer
+    from implicitbias.papers.chistikov2023.data import TeacherNeuron
     from implicitbias.storage.store import RunStore
     from implicitbias.sweeps import run_sweep
     from implicitbias.sweeps.cluster import close, local_client

@@ -18,8 +18,8 @@ import xarray as xr  # noqa: E402
 
 from implicitbias import Figure  # noqa: E402
 from implicitbias.experiments.figures import curves, finish, metric_label, panels  # noqa: E402
+from implicitbias.papers.frei2023.theorems.gd import FreiTheorem42, change_to  # noqa: E402
 from implicitbias.runs.results import Results  # noqa: E402
-from implicitbias.theorems.frei_gd import FreiTheorem42, change_to  # noqa: E402
 
 TITLE = "Stable rank of W over GD steps"
 

@@ -11,17 +11,17 @@ from implicitbias._spec import ConfigError
 from implicitbias.cli import main
 from implicitbias.data import MatrixCompletion, MatrixSensing, RazinCohen
 from implicitbias.experiments import get
-from implicitbias.experiments.arora2019 import AroraClaims
-from implicitbias.experiments.razin2020 import LOSS_TOL, RAZIN
 from implicitbias.losses import Loss
 from implicitbias.metrics.factorization import commutator_gap, crossing_times, end_to_end
 from implicitbias.models import MatrixFactorization
+from implicitbias.papers.arora2019.experiments import AroraClaims
+from implicitbias.papers.gunasekar2017.theorems import GunasekarCommuting, GunasekarConjecture
+from implicitbias.papers.li2021.theorems import LiIncremental
+from implicitbias.papers.razin2020.experiments import LOSS_TOL, RAZIN
+from implicitbias.papers.razin2020.theorems import RazinCohen2020
 from implicitbias.runs import RunSpec
 from implicitbias.theorems.base import CellsContext, RunContext
-from implicitbias.theorems.gunasekar_sensing import GunasekarCommuting, GunasekarConjecture
-from implicitbias.theorems.li_luo_lyu import LiIncremental
 from implicitbias.theorems.matrix_common import min_nuclear_norm, min_nuclear_norm_psd
-from implicitbias.theorems.razin_cohen import RazinCohen2020
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 from implicitbias.training.train import train

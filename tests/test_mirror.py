@@ -14,12 +14,12 @@ from implicitbias._spec import ConfigError
 from implicitbias.data import Dataset, SparseRegression
 from implicitbias.losses import Loss
 from implicitbias.models import Linear, TwoLayer
+from implicitbias.papers.gunasekar2018_geometry.theorems import BregmanLimit
 from implicitbias.reference import HyperbolicPotential, LpPotential, bregman_projection, min_l2_interpolator
 from implicitbias.runs.execute import dataset_of, train_group
 from implicitbias.runs.results import stack_runs
 from implicitbias.runs.spec import RunSpec, group_runs
 from implicitbias.theorems.base import RunContext
-from implicitbias.theorems.linear_regression import BregmanLimit
 from implicitbias.training import GD, SGD, GradientFlow, HyperbolicEntropy, Lp, MirrorDescent, NormalizedGD, Stop, train
 from implicitbias.training.methods import DiscreteMethod
 

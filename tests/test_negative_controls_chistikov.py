@@ -14,17 +14,19 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from implicitbias.data import ChistikovFamily, Orthogonal, TeacherNeuron
 from implicitbias.losses import Loss
 from implicitbias.metrics.neurons import max_angle_pair, weighted_max_angle
 from implicitbias.models import TwoLayer
+from implicitbias.papers.boursier2022.data import Orthogonal
+from implicitbias.papers.boursier2022.theorems import BoursierOrthogonal
+from implicitbias.papers.chistikov2023.data import TeacherNeuron
+from implicitbias.papers.chistikov2023.families import ChistikovFamily
+from implicitbias.papers.chistikov2023.theorems import common as chistikov_common
+from implicitbias.papers.chistikov2023.theorems.theorem7 import ChistikovTheorem7
+from implicitbias.papers.chistikov2023.theorems.theorem8 import ChistikovTheorem8
 from implicitbias.reference import orthogonal_min_norm
 from implicitbias.runs import RunSpec
-from implicitbias.theorems import chistikov_common
 from implicitbias.theorems.base import RunContext
-from implicitbias.theorems.boursier import BoursierOrthogonal
-from implicitbias.theorems.chistikov import ChistikovTheorem7
-from implicitbias.theorems.chistikov_min_norm import ChistikovTheorem8
 from implicitbias.theorems.two_layer_bounds import linearised_rate
 from implicitbias.training import Stop
 from implicitbias.training.methods import GradientFlow

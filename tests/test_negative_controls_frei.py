@@ -18,13 +18,15 @@ from implicitbias.data import Dataset, NearlyOrthogonal, NoisyXor
 from implicitbias.experiments import get
 from implicitbias.losses import Loss
 from implicitbias.models import TwoLayer
+from implicitbias.papers.frei2023.theorems.claims import linear_rule_claim
+from implicitbias.papers.frei2023.theorems.flow import FreiTheorem32
+from implicitbias.papers.frei2023.theorems.linear_rule import initial_W
+from implicitbias.papers.kou2023.theorems import KouTheorem
 from implicitbias.reference import max_margin_svm
 from implicitbias.runs import RunSpec
-from implicitbias.theorems import FreiTheorem32, KouTheorem, RunContext
+from implicitbias.theorems import RunContext
 from implicitbias.theorems.base import CellsTheorem
 from implicitbias.theorems.fitting import extrapolated_limit
-from implicitbias.theorems.frei_claims import linear_rule_claim
-from implicitbias.theorems.linear_rule import initial_W
 from implicitbias.theorems.two_layer_common import two_layer_outputs
 from implicitbias.training import GD
 

@@ -9,9 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from implicitbias.experiments import chistikov2023_readings as R
 from implicitbias.experiments import get
-from implicitbias.metrics.frozen import early_phase, frozen_counts, growth_time
 from implicitbias.metrics.readings import (
     READINGS,
     initial_parameters,
@@ -20,6 +18,8 @@ from implicitbias.metrics.readings import (
     stored_readings,
     threshold_curve,
 )
+from implicitbias.papers.chistikov2023.experiments import readings as R
+from implicitbias.papers.chistikov2023.metrics.frozen import early_phase, frozen_counts, growth_time
 from implicitbias.training.batch import Batch
 from implicitbias.training.problem import Problem
 

@@ -7,12 +7,11 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
+from implicitbias.papers.chistikov2023.reference import chistikov_M, dual_generators, z_matrix_condition
 from implicitbias.reference import (
     NotSeparableError,
     ReferenceSolverError,
     activation_patterns,
-    chistikov_M,
-    dual_generators,
     interpolation_norm_lower_bound,
     l1_max_margin,
     max_margin_svm,
@@ -28,7 +27,6 @@ from implicitbias.reference import (
     single_neuron_min_norm,
     woodworth_q,
     woodworth_q_interpolator,
-    z_matrix_condition,
 )
 
 # -- data families of SCIENCE.md S11 (Chistikov et al. 2023, Appendix G); points are rows --------------

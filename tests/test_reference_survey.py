@@ -12,7 +12,6 @@ import scipy.optimize
 
 from implicitbias._spec import ConfigError
 from implicitbias.reference import (
-    DeepDiagonalPotential,
     HyperbolicPotential,
     LpPotential,
     NonSeparableDataError,
@@ -21,8 +20,6 @@ from implicitbias.reference import (
     bregman_kkt,
     bregman_projection,
     check_separable,
-    diagonal_net_potential,
-    diagonal_net_time_scale,
     greedy_low_rank,
     greedy_low_rank_completion,
     l1_max_margin,
@@ -31,10 +28,15 @@ from implicitbias.reference import (
     multiclass_svm,
     multiclass_svm_kkt,
     neuron_preimage_projection,
-    q_alpha,
-    q_alpha_interpolator,
     woodworth_q,
     woodworth_q_interpolator,
+)
+from implicitbias.reference.diagonal_nets import (
+    DeepDiagonalPotential,
+    diagonal_net_potential,
+    diagonal_net_time_scale,
+    q_alpha,
+    q_alpha_interpolator,
 )
 
 

@@ -7,16 +7,16 @@ import pytest
 
 import _table_instances as ti
 from implicitbias._spec import ConfigError
-from implicitbias.data import NeuronTeacher
 from implicitbias.experiments import get
-from implicitbias.experiments.vardi2021 import not_min_norm_threshold
 from implicitbias.losses import Loss
 from implicitbias.models import SingleNeuron
+from implicitbias.papers.vardi2021.data import NeuronTeacher
+from implicitbias.papers.vardi2021.experiments import not_min_norm_threshold
+from implicitbias.papers.vardi2021.theorems import VardiLeakyNeuron, VardiReluNeuron, relu_min_norm
 from implicitbias.reference import neuron_preimage_projection, single_neuron_min_norm
 from implicitbias.reference.single_neuron import certified_relu_min_norm
 from implicitbias.runs import RunSpec
 from implicitbias.theorems.base import RunContext
-from implicitbias.theorems.single_neuron import VardiLeakyNeuron, VardiReluNeuron, relu_min_norm
 from implicitbias.training.methods import GD, GradientFlow
 from implicitbias.training.stopping import Stop
 from implicitbias.training.train import train

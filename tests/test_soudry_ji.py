@@ -14,18 +14,12 @@ from implicitbias.data import Dataset, GaussianMixture, KnownSVM2D, Separable
 from implicitbias.losses import Loss
 from implicitbias.metrics import layer_alignment
 from implicitbias.models import DeepLinear, Linear
+from implicitbias.papers.ji2019.theorems import JiTelgarskyAlignment, imbalances, non_rank_one_bound
+from implicitbias.papers.soudry2018.theorems.common import gd_smoothness, sgd_smoothness, soudry_w_tilde
+from implicitbias.papers.soudry2018.theorems.limits import NacsonNormalizedGD, NacsonSGD, SoudryTheorem3
 from implicitbias.reference import max_margin_svm
 from implicitbias.runs import RunSpec
 from implicitbias.theorems import RunContext
-from implicitbias.theorems.ji_telgarsky import JiTelgarskyAlignment, imbalances, non_rank_one_bound
-from implicitbias.theorems.soudry import (
-    NacsonNormalizedGD,
-    NacsonSGD,
-    SoudryTheorem3,
-    gd_smoothness,
-    sgd_smoothness,
-    soudry_w_tilde,
-)
 from implicitbias.training import GD, SGD, GradientFlow, NormalizedGD, Stop, train
 
 LOGISTIC = Loss(name="logistic")
@@ -345,8 +339,8 @@ def _multiclass_cell(data, path, time, lr=1.0, data_spec=None):
 
 def test_multiclass_theorem_on_synthetic_paths():
     from implicitbias.data import MulticlassSeparable
+    from implicitbias.papers.soudry2018.theorems.limits import SoudryMulticlass
     from implicitbias.reference import multiclass_svm
-    from implicitbias.theorems import SoudryMulticlass
 
     data = MulticlassSeparable(n=30, d=2, classes=3, margin=0.3).generate(0)
     W_hat = multiclass_svm(data.X, data.y.astype(int), 3).W
@@ -371,9 +365,9 @@ def test_multiclass_theorem_on_synthetic_paths():
 def test_speedup_claim_holds_for_normalized_gd_and_fails_for_a_slow_method():
     from types import SimpleNamespace
 
+    from implicitbias.papers.soudry2018.theorems.claims import NormalizedSpeedup
     from implicitbias.runs.results import Cell
     from implicitbias.theorems.base import CellsContext
-    from implicitbias.theorems.soudry_claims import NormalizedSpeedup
 
     def _claims(results):
         return NormalizedSpeedup().check(CellsContext(results))
@@ -399,8 +393,9 @@ def test_item_controls_passed_the_old_checks():
     10% of ||P w_tilde|| at the last checkpoint; Ji & Telgarsky (item 6), a negative slope of log(unit distance)
     against log log t. Each of them fails the new check (tests/test_prediction_controls.py)."""
     import _controls_soudry as cs
+    from implicitbias.papers.soudry2018.theorems.common import gap_fit, soudry_w_tilde
     from implicitbias.theorems.fitting import curve, fitted_slope, late_window
-    from implicitbias.theorems.soudry import angle_gaps, gap_fit, margin_gap, soudry_w_tilde, svm_of
+    from implicitbias.theorems.max_margin import angle_gaps, margin_gap, svm_of
 
     marked = [c for c in cs.CONTROLS if c.old_threshold]
     assert {c.theorem for c in marked} == {"SoudryTheorem3", "NacsonSGD", "SoudryMulticlass", "JiTelgarskyAlignment"}

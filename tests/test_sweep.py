@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from implicitbias.data import TeacherNeuron
 from implicitbias.experiments.config import ExperimentConfig, expand
 from implicitbias.losses import Loss
 from implicitbias.models import TwoLayer
+from implicitbias.papers.chistikov2023.data import TeacherNeuron
 from implicitbias.pipeline import load
 from implicitbias.runs.spec import RunSpec, group_runs
 from implicitbias.storage.store import RunStore

@@ -1,6 +1,6 @@
 """One table of every theorem (as scikit-learn's common checks run over every estimator).
 
-Every concrete `Theorem` subclass in `implicitbias.theorems` must have a row in TABLE (discovered, so a new
+Every concrete `Theorem` subclass in `implicitbias.theorems` and the paper packages must have a row in TABLE (discovered, so a new
 theorem cannot be forgotten). A row gives a tiny nominal instance and inputs that break one assumption each:
 - on the nominal instance every assumption holds;
 - with each breaking input the targeted assumption fails and every prediction is outside_scope (or
@@ -35,6 +35,7 @@ import numpy as np
 import pytest
 
 import _table_instances as ti
+import implicitbias.papers as papers_pkg
 import implicitbias.theorems as theorems_pkg
 from implicitbias.data import GaussianMixture
 from implicitbias.losses import Loss
@@ -43,10 +44,17 @@ from implicitbias.theorems.base import CellsTheorem, RunContext, Theorem
 from implicitbias.training import GD, SGD
 
 
+def _theorem_modules() -> list[str]:
+    """The core's theorem modules and every module of the paper packages (issue 41: the papers' theorems live in
+    `implicitbias.papers.<paper>`)."""
+    names = [f"implicitbias.theorems.{info.name}" for info in pkgutil.iter_modules(theorems_pkg.__path__)]
+    return names + [info.name for info in pkgutil.walk_packages(papers_pkg.__path__, prefix="implicitbias.papers.")]
+
+
 def discovered() -> dict[str, type]:
     out = {}
-    for info in pkgutil.iter_modules(theorems_pkg.__path__):
-        module = importlib.import_module(f"implicitbias.theorems.{info.name}")
+    for name in _theorem_modules():
+        module = importlib.import_module(name)
         for name, cls in inspect.getmembers(module, inspect.isclass):
             # a paper's claims across cells (CellsTheorem) read whole results: tested with their experiments
             if (issubclass(cls, Theorem) and not issubclass(cls, CellsTheorem) and not inspect.isabstract(cls)
@@ -224,7 +232,7 @@ class Row:
     why_not: str = ""
 
 
-T7_EXT = lambda: __import__("implicitbias.theorems.chistikov", fromlist=["x"]).ChistikovTheorem7(  # noqa: E731
+T7_EXT = lambda: __import__("implicitbias.papers.chistikov2023.theorems.theorem7", fromlist=["x"]).ChistikovTheorem7(  # noqa: E731
     max_data_angle=math.pi / 2)
 
 #: (row, breaking input) whose predictions vanish from the report (none now; a theorem that reports nothing
@@ -412,7 +420,7 @@ def test_census_angle_bound_selects_trials_and_is_the_assumption_of_the_beyond_s
     """CensusTheorem7's angle bound splits the trials of a cell: on the 'within' subset it holds by selection
     (a cell with no trial within is not_evaluated, not failed: test_census.py), on the 'beyond' subset it fails
     and puts every prediction outside scope. The nominal cell has one trial on each side."""
-    from implicitbias.theorems.census import CensusTheorem7
+    from implicitbias.papers.chistikov2023.theorems.census import CensusTheorem7
 
     ctx = _chistikov7()
     within, beyond = (CensusTheorem7(subset=s).check(ctx) for s in ("within", "beyond"))

@@ -10,19 +10,14 @@ import xarray as xr
 from implicitbias.data import Dataset, GaussianMixture, NearlyOrthogonal
 from implicitbias.losses import Loss
 from implicitbias.models import TwoLayer
+from implicitbias.papers.frei2023.theorems.flow import FreiTheorem32, FreiTheorem34
+from implicitbias.papers.frei2023.theorems.gd import FreiLemma33, FreiTheorem42
+from implicitbias.papers.kou2023.theorems import KouTheorem
 from implicitbias.reference import max_margin_svm
 from implicitbias.runs import RunSpec
-from implicitbias.theorems import (
-    FreiLemma33,
-    FreiTheorem32,
-    FreiTheorem34,
-    FreiTheorem42,
-    KouTheorem,
-    LyuLiMonotoneMargin,
-    RunContext,
-    fitted_slope,
-)
+from implicitbias.theorems import RunContext, fitted_slope
 from implicitbias.theorems.fitting import late_window, over_runs
+from implicitbias.theorems.smoothed_margin import LyuLiMonotoneMargin
 from implicitbias.training import GD, Stop, train
 
 LOGISTIC = Loss(name="logistic")

@@ -13,10 +13,11 @@ import pytest
 import scipy.linalg
 
 from implicitbias._spec import ConfigError
-from implicitbias.data import Dataset, TeacherNeuron
+from implicitbias.data import Dataset
 from implicitbias.losses import Loss
 from implicitbias.metrics.kkt import kkt_system
 from implicitbias.models import AnyModel, Linear, MatrixFactorization, TwoLayer
+from implicitbias.papers.chistikov2023.data import TeacherNeuron
 from implicitbias.runs import RunSpec
 from implicitbias.storage import load, save
 from implicitbias.training import GD, SGD, GradientFlow, Status, Stop, train

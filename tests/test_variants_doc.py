@@ -291,3 +291,21 @@ def test_the_where_page_is_in_the_navigation_and_linked_where_leaf_modules_are_e
     for doc in ("extending/index.md", "howto/plugin.md"):
         text = (DOCS / doc).read_text(encoding="utf-8")
         assert "leaf module" in text and "(../api/where.md)" in text, doc
+
+
+def test_each_paper_package_has_a_page_from_its_docstring_and_experiments(pages):
+    """Issue 41: the per-paper pages come from the packages: each package's docstring, its experiments (linked) and
+    a page per theorem, claim and data generator it defines; the experiment pages link their package's page."""
+    api: dict[str, str] = {}
+    nav = pages.write_papers(api)
+    where = __import__("implicitbias.experiments.registry", fromlist=["homes"]).homes()
+    assert [title for title, _, _ in nav] == [p.rsplit(".", 1)[1] for p in pages.paper_packages()]
+    for package in pages.paper_packages():
+        page = pages.files.written[pages.paper_page(package)]
+        assert f"::: {package}" in page
+        for name in (n for n, h in where.items() if h == package):
+            assert f"(../experiments/{name}.md)" in page, (package, name)
+    assert api["implicitbias.papers.vardi2021.theorems.VardiReluNeuron"] == "papers/vardi2021/VardiReluNeuron.md"
+    assert "papers/chistikov2023/TeacherNeuron.md" in api.values()
+    fig1 = pages.experiment_page(EXPERIMENTS["chistikov2023-fig1"], {}, load_runtimes(), None, False)
+    assert "[`implicitbias.papers.chistikov2023`](../papers/chistikov2023.md)" in fig1

@@ -6,6 +6,9 @@
   its cells with each declared assumption and prediction (statement, threshold values, source), its cross-cell
   claims, and the figures and verdicts of its quick variant, computed by this build (docs/_gen/gallery.py);
 - experiments/index.md: the catalogue, by system;
+- papers/NAME.md, one per built-in paper package (`implicitbias.papers.NAME`): its docstring (what of the paper it
+  reproduces and where), its experiments, its modules, and a page per theorem, claim, data generator and
+  reference it defines; papers/index.md: the packages;
 - api/*.md: the API reference, one page per package, one entry per name of the package's `__all__`;
 - api/where.md: every public name of the packages' `__all__` and the leaf module a plugin imports it from;
 - SUMMARY.md: the navigation (mkdocs-literate-nav).
@@ -359,6 +362,91 @@ def where_page(api: dict[str, str]) -> str:
 WHERE_PAGE = "api/where.md"
 
 
+# -- papers -------------------------------------------------------------------------------------------------
+def paper_packages() -> list[str]:
+    """The built-in paper packages, `implicitbias.papers.NAME`, by name."""
+    import implicitbias.papers
+
+    return sorted(f"implicitbias.papers.{m.name}" for m in pkgutil.iter_modules(implicitbias.papers.__path__) if m.ispkg)
+
+
+def paper_modules(package: str) -> list[str]:
+    """Every module of a paper package (the package itself first)."""
+    root = importlib.import_module(package)
+    return [package] + sorted(m.name for m in pkgutil.walk_packages(root.__path__, prefix=package + "."))
+
+
+def paper_objects(package: str) -> list[tuple[str, str, object]]:
+    """(name, canonical path, object) of what a paper package defines for a reader: its theorems and claims, its
+    data generators and the public names of its `reference` module, each once, module by module."""
+    from implicitbias.data.dataset import DataSpec
+    from implicitbias.theorems.base import CellsTheorem, Theorem
+
+    out = []
+    for name in paper_modules(package):
+        module = importlib.import_module(name)
+        for attr, obj in vars(module).items():
+            if attr.startswith("_") or getattr(obj, "__module__", None) != name:
+                continue
+            kept = inspect.isclass(obj) and issubclass(obj, Theorem | CellsTheorem | DataSpec)
+            kept |= name.rsplit(".", 1)[-1] == "reference" and (inspect.isclass(obj) or inspect.isfunction(obj))
+            if kept:
+                out.append((attr, f"{name}.{obj.__qualname__}", obj))
+    return out
+
+
+def paper_page(package: str) -> str:
+    return f"papers/{package.rsplit('.', 1)[-1]}.md"
+
+
+def write_papers(api: dict[str, str]) -> list:
+    """The pages of the built-in papers (`paper_page`), each from its package: the package's docstring, its
+    experiments (from the catalogue), its modules, and one page per object of `paper_objects`, added to `api` so
+    that the experiment pages and the science pages link to them.  Returns the navigation entries."""
+    from implicitbias.experiments.registry import catalog, homes
+
+    experiments, where = catalog(), homes()
+    nav = []
+    index = ["# Papers", "",
+             "The built-in papers, one package each under `implicitbias.papers` (a family of short systems shares one, "
+             "named after every paper it holds). A package holds its paper's data generators, references, theorems, "
+             "the metrics only it uses and its experiments, and registers them through the entry points, exactly as "
+             "a plugin package does ([write a plugin](../howto/plugin.md)).", "",
+             "| package | what it reproduces | experiments |", "| --- | --- | --- |"]
+    for package in paper_packages():
+        module = importlib.import_module(package)
+        short = package.rsplit(".", 1)[-1]
+        page = paper_page(package)
+        mine = [e for name, e in experiments.items() if where.get(name) == package]
+        children, objects = [], []
+        for name, path, obj in paper_objects(package):
+            objects.append(obj)
+            target = f"papers/{short}/{name}.md"
+            api.setdefault(path, target)
+            children.append((name, target))
+            with mkdocs_gen_files.open(target, "w") as f:
+                f.write("\n".join([f"::: {path}", "    options:", f'      heading: "{path}"',
+                                   f'      toc_label: "{name}"', "      heading_level: 1", ""]))
+        lines = [f"# `{package}`", "", f"::: {package}", "    options:", "      show_root_heading: false",
+                 "      members: false", "", "## Experiments", ""]
+        lines += [f"- [{e.name}](../experiments/{e.name}.md): {prose(e.paper)}" for e in mine] or ["None."]
+        lines += ["", "## Modules", "", "| module | what it holds |", "| --- | --- |"]
+        lines += [f"| `{m}` | {_first_paragraph(importlib.import_module(m)) or '—'} |"
+                  for m in paper_modules(package)]
+        if children:
+            lines += ["", "## Theorems, claims, data and references", "", "| name | what it is |", "| --- | --- |"]
+            lines += [f"| [`{name}`]({os.path.relpath(target, 'papers')}) | {_first_paragraph(obj) or '—'} |"
+                      for (name, target), obj in zip(children, objects)]
+        with mkdocs_gen_files.open(page, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        index.append(f"| [`{short}`]({short}.md) | {_first_paragraph(module)} | "
+                     f"{', '.join(f'[{e.name}](../experiments/{e.name}.md)' for e in mine) or '—'} |")
+        nav.append((short, page, children))
+    with mkdocs_gen_files.open("papers/index.md", "w") as f:
+        f.write("\n".join(index) + "\n")
+    return nav
+
+
 # -- experiments --------------------------------------------------------------------------------------------
 def cells_of(experiment, quick: bool):
     """The cells of a variant, without training (as `implicitbias describe` builds them)."""
@@ -455,7 +543,10 @@ def experiment_page(experiment, api, measurements, outcome, ran_gallery: bool) -
         full_cells = []
     source = getattr(registry, "source", None)
     package = source(name) if source is not None else "implicitbias"
-    if package and package != "implicitbias":
+    home = registry.homes().get(name, "") if hasattr(registry, "homes") else ""
+    if home.startswith("implicitbias.papers."):
+        lines.append(f"| package | [`{home}`](../{paper_page(home)}), the paper's own package |")
+    elif package and package != "implicitbias":
         lines.append(f"| package | `{package}`, a plugin ([how plugins work](../howto/plugin.md)) |")
     lines += ["", "Run its quick variant (without `--quick`: the paper's scale), or print its resolved config, runs, cells "
               "and checks without training:", "", "```bash",
@@ -614,7 +705,7 @@ def write_system_sections(experiments, by_system, api) -> None:
 
 
 # -- navigation ---------------------------------------------------------------------------------------------
-def write_nav(experiment_nav, api_nav) -> None:
+def write_nav(experiment_nav, api_nav, paper_nav=()) -> None:
     lines = []
     for title, target in STATIC_NAV:
         if isinstance(target, str):
@@ -624,6 +715,10 @@ def write_nav(experiment_nav, api_nav) -> None:
             lines += [f"    * [{t}]({p})" for t, p in target]
     lines.append("* [Experiments](experiments/index.md)")
     lines += [f"    * [{t}]({p})" for t, p in experiment_nav]
+    lines.append("* [Papers](papers/index.md)")
+    for title, page, children in paper_nav:
+        lines.append(f"    * [{title}]({page})")
+        lines += [f"        * [{t}]({p})" for t, p in children]
     lines.append("* API reference")
     lines.append(f"    * [Where each public name lives]({WHERE_PAGE})")
     for title, page, children in api_nav:
@@ -639,8 +734,9 @@ def main() -> None:
         f.write(where_page(api))
     if undocumented:
         say(f"API: {len(undocumented)} public names have no docstring of their own: {', '.join(undocumented)}")
+    paper_nav = write_papers(api)
     experiment_nav = write_experiments(api)
-    write_nav(experiment_nav, api_nav)
+    write_nav(experiment_nav, api_nav, paper_nav)
 
 
 # mkdocs-gen-files runs this file with runpy.run_path ("<run_path>"); a test imports it to render one page

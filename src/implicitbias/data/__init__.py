@@ -22,9 +22,7 @@ from implicitbias.data.classification import (
     Separable,
 )
 from implicitbias.data.dataset import Dataset, DataSpec
-from implicitbias.data.families import ChistikovFamily
 from implicitbias.data.matrices import MatrixCompletion, MatrixSensing, RazinCohen
-from implicitbias.data.neuron import NeuronTeacher, Orthogonal, TeacherNeuron, TwoTeachers
 from implicitbias.data.real import Digits
 from implicitbias.data.regression import SparseRegression
 from implicitbias.data.stats import NearOrthogonality, near_orthogonality
@@ -58,7 +56,6 @@ def make_dataset(spec: DataSpec | dict[str, Any], seed: int) -> Dataset:
 __all__ = [
     "AnyData",
     "Arrays",
-    "ChistikovFamily",
     "Cifar10",
     "DataSpec",
     "Dataset",
@@ -71,14 +68,10 @@ __all__ = [
     "MulticlassSeparable",
     "NearOrthogonality",
     "NearlyOrthogonal",
-    "NeuronTeacher",
     "NoisyXor",
-    "Orthogonal",
     "RazinCohen",
     "Separable",
     "SparseRegression",
-    "TeacherNeuron",
-    "TwoTeachers",
     "data_spec",
     "make_dataset",
     "near_orthogonality",

@@ -1,29 +1,17 @@
 """The catalogue of named experiments, from the entry-point group `implicitbias.experiments` (see
 `implicitbias.plugins`).  An entry names a module with a list `EXPERIMENTS`, an `Experiment`, a list of them, or a
-function returning them.  implicitbias's own entry is `builtin_experiments`: every module of
-`implicitbias.experiments` that defines `EXPERIMENTS` (a new paper's module needs no registration elsewhere)."""
+function returning them.  The built-in papers register the same way, one entry per package of
+`implicitbias.papers` (its `experiments` module), so the core names no paper."""
 
 from __future__ import annotations
 
 import difflib
-import importlib
-import pkgutil
 import sys
 import types
-from pathlib import Path
 
 from implicitbias import plugins
 from implicitbias._spec import ConfigError
 from implicitbias.experiments.base import Experiment
-
-
-def builtin_experiments() -> list[Experiment]:
-    """implicitbias's own experiments, module by module in name order."""
-    out: list[Experiment] = []
-    for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name):
-        module = importlib.import_module(f"implicitbias.experiments.{info.name}")
-        out += list(getattr(module, "EXPERIMENTS", []))
-    return out
 
 
 def _experiments_of(obj) -> list:
@@ -36,10 +24,30 @@ def _experiments_of(obj) -> list:
     return list(obj)
 
 
-def _catalogue() -> tuple[dict[str, Experiment], dict[str, str]]:
-    """Every installed experiment by name, and the package of each (one pass over the entry points)."""
+#: the package that holds the built-in papers, one subpackage each
+PAPERS = "implicitbias.papers"
+
+
+def home_of(target: str) -> str:
+    """The Python package that holds an entry point's target ("implicitbias.papers.chistikov2023.experiments" ->
+    "implicitbias.papers.chistikov2023", "my_plugin.experiment:EXPERIMENTS" -> "my_plugin")."""
+    parts = target.split(":")[0].split(".")
+    depth = len(PAPERS.split(".")) + 1 if target.startswith(PAPERS + ".") else 1
+    return ".".join(parts[:depth])
+
+
+def short_home(home: str) -> str:
+    """A home package as `implicitbias list` shows it: a built-in paper's own name ("chistikov2023"), a plugin's
+    package as it is."""
+    return home.removeprefix(PAPERS + ".")
+
+
+def _catalogue() -> tuple[dict[str, Experiment], dict[str, str], dict[str, str]]:
+    """Every installed experiment by name, the distribution package of each and the Python package that holds it
+    (one pass over the entry points)."""
     out: dict[str, Experiment] = {}
     sources: dict[str, str] = {}
+    homes: dict[str, str] = {}
     for plugin in plugins.installed("experiments"):
         try:
             found = _experiments_of(plugin.obj)
@@ -54,8 +62,8 @@ def _catalogue() -> tuple[dict[str, Experiment], dict[str, str]]:
                 print(f"warning: experiment {exp.name!r} of package {plugin.package!r} repeats a name of package "
                       f"{sources[exp.name]!r}; left out", file=sys.stderr)
                 continue
-            out[exp.name], sources[exp.name] = exp, plugin.package
-    return out, sources
+            out[exp.name], sources[exp.name], homes[exp.name] = exp, plugin.package, home_of(plugin.target)
+    return out, sources, homes
 
 
 def catalog() -> dict[str, Experiment]:
@@ -67,6 +75,12 @@ def catalog() -> dict[str, Experiment]:
 def sources() -> dict[str, str]:
     """The package that provides each catalogued experiment, by name."""
     return _catalogue()[1]
+
+
+def homes() -> dict[str, str]:
+    """The Python package that holds each catalogued experiment, by name: a built-in paper's package
+    ("implicitbias.papers.chistikov2023") or a plugin's ("implicitbias_quadratic")."""
+    return _catalogue()[2]
 
 
 def source(name: str) -> str:

@@ -27,7 +27,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from implicitbias.experiments.registry import catalog, sources
+from implicitbias.experiments.registry import catalog, homes, short_home
 
 #: the file the benchmark writes and the catalogue reads (package data of `implicitbias.experiments`)
 RUNTIMES_FILE = "runtimes.json"
@@ -140,29 +140,28 @@ def _fit(text: str, width: int) -> str:
 
 
 def catalogue_lines(experiments=None, measurements: dict | None = None, width: int = CATALOGUE_WIDTH) -> list[str]:
-    """The lines `implicitbias list` prints: a header, one line per experiment sorted by name (name, paper,
-    systems, measured wall time of the quick and the full variant), and a line saying where the rest is; every
-    line at most `width` characters (the paper, then the systems, cut with an ellipsis).  A plugin's experiment
-    has its package in brackets before the paper.  `implicitbias describe NAME` prints what it shows and the
-    whole measurement (`describe`)."""
+    """The lines `implicitbias list` prints: a header, one line per experiment sorted by name (name, the package
+    that holds it, systems, measured wall time of the quick and the full variant), and a line saying where the
+    rest is; every line at most `width` characters (the package and the systems cut with an ellipsis).  The
+    package is a built-in paper's own (`implicitbias.papers.NAME`, shown as NAME: the first author and the year
+    of the paper it reproduces) or a plugin's.  `implicitbias describe NAME` prints the paper, what it shows and
+    the whole measurement (`describe`)."""
     if experiments is None:
         experiments = catalog().values()
     measurements = load_runtimes() if measurements is None else measurements
-    packages = sources()
+    where = homes()
     rows = []
     for e in sorted(experiments, key=lambda e: e.name):
-        package = packages.get(e.name)
-        paper = (f"[{package}] " if package not in ("implicitbias", None) else "") + e.paper
         times = [short_runtime((measurements.get(e.name) or {}).get(v)) for v in VARIANTS]
-        rows.append((e.name, paper, _fit(",".join(e.systems), _SYSTEMS_WIDTH), *times))
-    head = ("experiment", "paper", "systems", "quick", "full")
+        rows.append((e.name, short_home(where.get(e.name, "?")), _fit(",".join(e.systems), _SYSTEMS_WIDTH), *times))
+    head = ("experiment", "package", "systems", "quick", "full")
     name_w = max(len(r[0]) for r in [head, *rows])
     systems_w = max(len(r[2]) for r in [head, *rows])
-    paper_w = max(width - name_w - systems_w - 2 * _TIME_WIDTH - 8, 10)
-    lines = [f"{n:<{name_w}}  {_fit(p, paper_w):<{paper_w}}  {s:<{systems_w}}  {q:>{_TIME_WIDTH}}  {f:>{_TIME_WIDTH}}"
-             .rstrip() for n, p, s, q, f in [head, *rows]]
-    lines.append(_fit("wall times as measured (— not yet); `implicitbias describe NAME`: what it shows, its "
-                      "measurements", width))
+    package_w = max(min(max(len(r[1]) for r in [head, *rows]), width - name_w - systems_w - 2 * _TIME_WIDTH - 8), 10)
+    lines = [f"{n:<{name_w}}  {_fit(k, package_w):<{package_w}}  {s:<{systems_w}}  {q:>{_TIME_WIDTH}}  "
+             f"{f:>{_TIME_WIDTH}}".rstrip() for n, k, s, q, f in [head, *rows]]
+    lines.append(_fit("wall times as measured (— not yet); `implicitbias describe NAME`: its paper, what it shows, "
+                      "runs", width))
     return lines
 
 

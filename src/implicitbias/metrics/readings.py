@@ -22,7 +22,8 @@ spec (`initial_weights`: its model's init at its seed and scale, bit for bit the
 Why the readings differ at large d (measured on chistikov2023-fig1, d = 1024): a neuron active on k of n training
 points moves at a rate of order k / n while the residuals last, and the residuals vanish on the time scale of the
 aligned bundle's growth, about ln(1 / lambda) / ||gamma||; a neuron left active on a handful of points when they
-vanish stays active at its initial norm and direction (`implicitbias.metrics.frozen` derives when). Such a neuron sets the
+vanish stays active at its initial norm and direction (the
+frozen-neuron metric of the chistikov2023 paper package derives when). Such a neuron sets the
 literal max angle (~ pi/2), carries a weight share of order (lambda / sqrt(m))^2 / (sum of the grown norms), which
 falls like lambda^2, and has r_j ~ 1 and a turned angle ~ k t / n.
 

@@ -6,24 +6,23 @@ with (SCIENCE.md S1 prediction 5, S4-S9, S11, S12). Plain NumPy/SciPy/cvxpy, run
   (ADMM with a certified duality gap at large sizes, `nuclear_norm`), the minimum-norm ReLU neuron;
 - two-layer ReLU networks (`two_layer_min_norm`): the exact min-||theta||^2 interpolator (Pilanci & Ergen
   2020), Boursier et al.'s orthogonal closed form, the rank-1 norm and the lower bound of S11;
-- Chistikov et al.'s measurement M and the Z-matrix condition (`chistikov_m`);
 - separability certificates naming the points that cannot be separated (`separability`);
 - the multiclass hard-margin SVM, the limit of multiclass cross-entropy GD (`multiclass_svm`, S4);
 - mirror potentials (`potentials`) and the Bregman projection onto the interpolators, the limit of mirror
   descent (`bregman`, S7);
-- diagonal networks of depth D: Q_alpha^D, its mirror potential and time scale, its minimiser (`woodworth`, S6);
+- diagonal networks of depth D: Q_alpha^D, its mirror potential and time scale, its minimiser (`diagonal_nets`, S6);
 - the leaky-ReLU neuron's closest zero-loss point (`single_neuron`, S9);
 - greedy low-rank learning for sensing and completion (`greedy_low_rank`, S8).
 """
 
 from implicitbias.reference._common import LP_TOL, LPCertificate, NotSeparableError, ReferenceSolverError
 from implicitbias.reference.bregman import BregmanProjection, bregman_kkt, bregman_projection
-from implicitbias.reference.chistikov_m import (
-    ChistikovM,
-    ZMatrixCondition,
-    chistikov_M,
-    dual_generators,
-    z_matrix_condition,
+from implicitbias.reference.diagonal_nets import (
+    DeepDiagonalPotential,
+    diagonal_net_potential,
+    diagonal_net_time_scale,
+    q_alpha,
+    q_alpha_interpolator,
 )
 from implicitbias.reference.greedy_low_rank import (
     GreedyLowRankResult,
@@ -69,17 +68,9 @@ from implicitbias.reference.two_layer_min_norm import (
     rank_one_norm,
     relu_network,
 )
-from implicitbias.reference.woodworth import (
-    DeepDiagonalPotential,
-    diagonal_net_potential,
-    diagonal_net_time_scale,
-    q_alpha,
-    q_alpha_interpolator,
-)
 
 __all__ = [
     "BregmanProjection",
-    "ChistikovM",
     "DeepDiagonalPotential",
     "GreedyLowRankResult",
     "HyperbolicPotential",
@@ -98,15 +89,12 @@ __all__ = [
     "QInterpolatorResult",
     "ReferenceSolverError",
     "SVMResult",
-    "ZMatrixCondition",
     "activation_patterns",
     "bregman_kkt",
     "bregman_projection",
     "check_separable",
-    "chistikov_M",
     "diagonal_net_potential",
     "diagonal_net_time_scale",
-    "dual_generators",
     "farkas_certificate",
     "greedy_low_rank",
     "greedy_low_rank_completion",
@@ -133,5 +121,4 @@ __all__ = [
     "unseparable_points",
     "woodworth_q",
     "woodworth_q_interpolator",
-    "z_matrix_condition",
 ]

@@ -109,7 +109,7 @@ class HyperbolicPotential(MirrorPotential):
     (S7; Ghai, Hazan & Singer 2020). Mirror map arcsinh(w / beta), inverse beta sinh(theta),
     psi*(theta) = beta sum cosh(theta_i). With beta = 2 alpha^2 it is the mirror-flow potential of the
     depth-2 diagonal network u o u - v o v from u = v = alpha 1, and D_psi(w, 0) = Q_alpha(w) (S6; see
-    `implicitbias.reference.woodworth`).
+    `implicitbias.reference.diagonal_nets`).
 
     Numerics: beta sinh(theta) and beta cosh(theta) are evaluated as exp(|theta| + log beta) / 2 (1 -+ ...)
     for |theta| > 20, so that tiny beta (small alpha) does not overflow where beta sinh(theta) is moderate.

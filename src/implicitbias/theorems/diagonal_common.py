@@ -15,8 +15,8 @@ from implicitbias.reference import (
     l1_max_margin,
     min_l1_interpolator,
     min_l2_interpolator,
-    q_alpha_interpolator,
 )
+from implicitbias.reference.diagonal_nets import q_alpha_interpolator
 from implicitbias.reference.memo import memoized
 from implicitbias.theorems.base import Verdict
 from implicitbias.theorems.fitting import final, flag, initial, over_runs, run_labels

@@ -19,7 +19,7 @@ recorded `time` is the physical time t.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import diffrax
 import jax
@@ -32,8 +32,22 @@ from implicitbias.training.rkc import RKC2, GradientFlowTerm
 from implicitbias.training.rkc_control import erk_num_evaluations, gradient_flow_controller, rkc_num_evaluations
 from implicitbias.training.stopping import Status, Stop
 
-if TYPE_CHECKING:
-    from implicitbias.training.methods import GradientFlow
+
+class FlowSettings(Protocol):
+    """The settings of a gradient-flow method that the integrator reads: `implicitbias.training.methods.GradientFlow`
+    (named structurally, not imported: that module imports this one when a flow is stepped, so the two would form
+    an import cycle)."""
+
+    solver: str
+    clock: str
+    rtol: float
+    atol: float | None
+    atol_rel: float | None
+    dt0: float
+    max_solver_steps: int
+    tail_rtol: float | None
+    tail_below: float
+
 
 #: vector-field evaluations per solver step (accepted or rejected) of the explicit RK solvers;
 #: first-same-as-last solvers reuse their last stage, so a step costs stages - 1.
@@ -48,7 +62,7 @@ KVAERNO5_MIN_NEWTON_PER_STEP = 6
 LOG_T_MAX = 600.0
 
 
-def make_solver(method: GradientFlow, stop_below=None, power_part=None):
+def make_solver(method: FlowSettings, stop_below=None, power_part=None):
     """The diffrax solver of `method`; RKC2 also makes the stop test (value < `stop_below`, None: none)."""
     if method.solver == "rkc":
         return RKC2(report_evals=True, stop_below=stop_below, power_part=power_part)
@@ -63,7 +77,7 @@ def make_solver(method: GradientFlow, stop_below=None, power_part=None):
     }[method.solver]()
 
 
-def make_controller(method: GradientFlow, atol, loss_clock: bool, rtol):
+def make_controller(method: FlowSettings, atol, loss_clock: bool, rtol):
     """PID control at relative tolerance `rtol` (may be traced: `chunk_rtol`) with an absolute-tolerance floor
     `atol` plus a part that follows the size of the parameters (not with the loss clock, whose state also carries
     the astronomically growing t)."""
@@ -72,7 +86,7 @@ def make_controller(method: GradientFlow, atol, loss_clock: bool, rtol):
                                     count=method.solver == "rkc")
 
 
-def chunk_evaluations(method: GradientFlow, sol, n_params: int = 0) -> jnp.ndarray:
+def chunk_evaluations(method: FlowSettings, sol, n_params: int = 0) -> jnp.ndarray:
     """Vector-field evaluations used by one diffeqsolve call (one chunk); `n_params`: the size p of the state.
 
     kvaerno5: diffrax does not report the Newton iterations of its stages, so this is a lower bound,
@@ -86,7 +100,7 @@ def chunk_evaluations(method: GradientFlow, sol, n_params: int = 0) -> jnp.ndarr
     return erk_num_evaluations(sol, EVALS_PER_STEP[method.solver], dt0_given=True)
 
 
-def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
+def make_flow(problem: Problem, method: FlowSettings, stop: Stop):
     """(init_carry, advance) for one member; the caller vmaps and jits them."""
     max_time = jnp.inf if stop.max_time is None else stop.max_time
     loss_clock = method.clock == "loss"
@@ -190,7 +204,7 @@ def make_flow(problem: Problem, method: GradientFlow, stop: Stop):
     return init_carry, advance
 
 
-def chunk_rtol(method: GradientFlow, carry):
+def chunk_rtol(method: FlowSettings, carry):
     """The relative tolerance of the chunk that starts at `carry`: method.rtol, or method.tail_rtol once the loss
     there is below method.tail_below x L(0)."""
     if method.tail_rtol is None:
@@ -219,7 +233,7 @@ def _size(tree) -> int:
     return sum(leaf.size for leaf in jax.tree_util.tree_leaves(tree))
 
 
-def _check_size(method: GradientFlow, theta) -> None:
+def _check_size(method: FlowSettings, theta) -> None:
     """kvaerno5 forms a dense Jacobian and its LU every step: refuse it for large models (static shapes, so this
     runs while tracing, before anything compiles)."""
     p = _size(theta)
@@ -273,7 +287,7 @@ def _theta_part(state):
     return {"theta": state["theta"], "t_phys": jnp.zeros_like(state["t_phys"])}
 
 
-def _term_solver_event(method: GradientFlow, ode: _ODE):
+def _term_solver_event(method: FlowSettings, ode: _ODE):
     """RKC2 stops after the first accepted step whose end has value < stop_below, reading the value from the
     gradient evaluation it makes there anyway (`rkc.GradientFlowTerm`); the other solvers stop through a
     diffrax Event, which evaluates the value once more after every step."""
