@@ -145,6 +145,19 @@ def thin_log_axes(fig, decades: float = 3.0):
                 axis.set_minor_locator(NullLocator())
 
 
+def lay_out_once(fig) -> None:
+    """Apply the figure's layout engine (tight or constrained) once, then drop the engine, so that each of the
+    saves that follow draws the figure once.  With an engine, every `savefig` draws twice (a text-measuring draw
+    to lay the figure out, then the real one); the layout is in inches, the same at any dpi and in any format.
+    `python benchmarks/bench_figures.py` measures it."""
+    engine = fig.get_layout_engine()
+    if engine is None:
+        return
+    engine.execute(fig)
+    with matplotlib.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+        fig.set_layout_engine(None)  # None with those settings: no engine (not a placeholder that still draws)
+
+
 def write_csv(path, header: list[str], rows: list[list]):
     """The numbers behind a figure as CSV: a header row, then the rows (the folder is created)."""
 

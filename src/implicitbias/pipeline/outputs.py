@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import yaml
 
 from implicitbias.experiments.base import Experiment
-from implicitbias.experiments.figures import thin_log_axes
+from implicitbias.experiments.figures import lay_out_once, thin_log_axes
 from implicitbias.reports import write_index
 from implicitbias.reports.html import write_report
 from implicitbias.reports.index import config_head
@@ -43,11 +43,10 @@ def write_figures(experiment: Experiment, results: Results, out_dir: Path,
             plt.close("all")
             continue
         thin_log_axes(fig)
+        lay_out_once(fig)
         png = fig_dir / f"{figure.name}.png"
         # through temporary files: two processes finishing the same directory never leave half a figure
         atomic_file(lambda tmp, fig=fig: fig.savefig(tmp, format="png", dpi=120), png)
-        # the layout is in inches, the same at any dpi: the PDF keeps the one the PNG's draw computed
-        fig.set_layout_engine("none")
         atomic_file(lambda tmp, fig=fig: fig.savefig(tmp, format="pdf"), fig_dir / f"{figure.name}.pdf")
         plt.close(fig)
         written.append((figure.name, figure.title, png))
