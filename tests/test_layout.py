@@ -128,6 +128,35 @@ def test_the_core_imports_no_paper_package():
     assert not bad, bad
 
 
+def _paper_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if parts[1:2] == ["papers"] and len(parts) > 2 else None
+
+
+def _cross_paper_imports(sources) -> list[str]:
+    """Each import of one paper package's module by another paper package's (top level, functions, typing)."""
+    return [f"{m}:{line} imports {d}" for m, p in sources.items() if _paper_of(m)
+            for d, line in _imports(p, inside_functions=False, typing=True, modules=sources)
+            if _paper_of(d) not in (None, _paper_of(m))]
+
+
+def test_no_paper_package_imports_another():
+    """A paper's folder is whole on the core: what two papers share is the core's (under a generic name), so one
+    folder can be read, changed or copied on its own."""
+    bad = _cross_paper_imports(MODULES)
+    assert not bad, bad
+
+
+def test_a_paper_importing_another_is_found():
+    """The negative control of the test above: an import of another paper's module, inside a function too."""
+    sources = {"implicitbias.papers.boursier2022.experiments":
+               "from implicitbias.theorems.base import Theorem\n"
+               "from implicitbias.papers.boursier2022.data import Orthogonal\n"
+               "def f():\n    from implicitbias.papers.chistikov2023.experiments.fig1 import GF\n"}
+    assert _cross_paper_imports(sources) == [
+        "implicitbias.papers.boursier2022.experiments:4 imports implicitbias.papers.chistikov2023.experiments.fig1"]
+
+
 def _paper_names() -> set[str]:
     """The name of each paper package ("chistikov2023"), each of its authors ("chistikov"; a name shorter than three
     letters with its year, "ji2019", "li2021", so that no common word is flagged), and `MORE_AUTHORS`."""

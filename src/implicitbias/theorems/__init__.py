@@ -8,7 +8,8 @@ entry-point group `implicitbias.theorems` as any plugin's); this package holds t
 - `fitting`: verdicts from fitted curves and worst-case summaries over the runs of a cell (the fits themselves are
   `implicitbias.metrics.fits`); `rates_common`: the convergence rates fitted against log t;
 - two-layer networks: `two_layer_common` (the assumption checks and loss verdicts of the two-layer theorems),
-  `two_layer_bounds` (the loss-rate and norm bounds of the ReLU-network theorems);
+  `two_layer_bounds` (the loss-rate and norm bounds of the ReLU-network theorems), `init_scale_cells` (the
+  per-lambda summaries of a sweep over the init scale and the assumptions of the small-init ReLU theorems);
 - `smoothed_margin`: the monotone smoothed margin of homogeneous models (Lyu & Li 2020, S10), checked on the
   runs of more than one paper;
 - linear classifiers: `max_margin` (the max-margin references and separability);

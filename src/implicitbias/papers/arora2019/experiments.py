@@ -25,10 +25,10 @@ from implicitbias.data import MatrixCompletion
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
+from implicitbias.experiments.validation import check_factorization_runs
 from implicitbias.losses import Loss
 from implicitbias.metrics.factorization import effective_rank, end_to_end
 from implicitbias.models import MatrixFactorization
-from implicitbias.papers.gunasekar2017.experiments import check_factorization_runs
 from implicitbias.theorems.base import CellsTheorem, Verdict, compare, prediction
 from implicitbias.theorems.matrix_common import min_nuclear_norm
 from implicitbias.training.methods import GradientFlow

@@ -9,12 +9,21 @@ import numpy as np
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
+from implicitbias.losses import Loss
+from implicitbias.models import TwoLayer
 from implicitbias.papers.boursier2022.data import Orthogonal
 from implicitbias.papers.boursier2022.theorems import BoursierOrthogonal
-from implicitbias.papers.chistikov2023.experiments.fig1 import GF, NET, SQUARE
-from implicitbias.papers.chistikov2023.theorems.common import by_lambda, lambdas, theta_sq
 from implicitbias.theorems.base import RunContext
+from implicitbias.theorems.init_scale_cells import by_lambda, lambdas, theta_sq
+from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
+
+#: the network and flow of Chistikov et al.'s Figure 1 (`chistikov2023-fig1`), which Boursier et al.'s setting
+#: shares: ReLU, both layers trained, balanced init with random signs, the square loss, gradient flow by RKC at
+#: rtol 1e-4 (the width is this experiment's, set below)
+SQUARE = Loss(name="square")
+NET = TwoLayer(width=200, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
+GF = GradientFlow(solver="rkc", rtol=1e-4)
 
 
 def _orthogonal_theorem(cell):

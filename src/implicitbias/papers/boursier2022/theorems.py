@@ -13,7 +13,11 @@ import jax
 import numpy as np
 import pydantic
 
-from implicitbias.papers.chistikov2023.theorems.common import (
+from implicitbias.reference import orthogonal_min_norm
+from implicitbias.reference.memo import memoized
+from implicitbias.theorems.base import Theorem, Verdict, assumption, compare, prediction
+from implicitbias.theorems.fitting import flag, linear_fit, over_runs, rate_verdict, run_labels
+from implicitbias.theorems.init_scale_cells import (
     group_by_lambda,
     method_verdict,
     relu_net_verdict,
@@ -21,10 +25,6 @@ from implicitbias.papers.chistikov2023.theorems.common import (
     theta_sq,
     trials,
 )
-from implicitbias.reference import orthogonal_min_norm
-from implicitbias.reference.memo import memoized
-from implicitbias.theorems.base import Theorem, Verdict, assumption, compare, prediction
-from implicitbias.theorems.fitting import flag, linear_fit, over_runs, rate_verdict, run_labels
 from implicitbias.theorems.two_layer_bounds import loss_rate_verdict
 
 _B = "Boursier et al. 2022"

@@ -2,6 +2,6 @@
 factorization" (SCIENCE.md S8): Theorem 1 and Conjecture 1.
 
 - `theorems`: `GunasekarCommuting` (Theorem 1), `GunasekarConjecture` (Conjecture 1);
-- `experiments`: gunasekar2017-sensing, and `check_factorization_runs`, the run check the other matrix papers
-  (Arora et al. 2019, Razin & Cohen 2020, Li et al. 2021) reuse.
+- `experiments`: gunasekar2017-sensing (its runs checked, as those of every matrix paper, by the core's
+  `implicitbias.experiments.validation.check_factorization_runs`).
 """

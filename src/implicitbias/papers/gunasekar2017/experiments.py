@@ -4,8 +4,8 @@ interpolation, the nuclear norm of the limit against the minimum nuclear norm (c
 commuting measurements (their Theorem 1) the ratio -> 1; with Gaussian measurements (their Conjecture 1) they
 observed the same; the minimum-Frobenius interpolator's ratio is shown beside.
 
-Also the check every S8 experiment declares (`check_factorization_runs`, its `validate_runs`): runs are refused
-before anything trains when alpha <= 0 or the factorisation's size does not match the matrix.
+Its `validate_runs`, as every S8 experiment's, is the core's `check_factorization_runs`: runs are refused before
+anything trains when alpha <= 0 or the factorisation's size does not match the matrix.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from implicitbias._spec import ConfigError
-from implicitbias.data import MatrixCompletion, MatrixSensing, RazinCohen
+from implicitbias.data import MatrixSensing
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
 from implicitbias.experiments.figures import write_csv as _write_csv
+from implicitbias.experiments.validation import check_factorization_runs
 from implicitbias.losses import Loss
 from implicitbias.models import MatrixFactorization
 from implicitbias.papers.gunasekar2017.theorems import GunasekarCommuting, GunasekarConjecture
@@ -27,28 +27,6 @@ from implicitbias.theorems.base import RunContext
 from implicitbias.theorems.matrix_common import min_frobenius_nuclear_norm, min_nuclear_norm, min_nuclear_norm_psd
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
-
-
-def check_factorization_run(spec) -> None:
-    """Refuse a matrix-factorisation run that cannot mean what it says: alpha <= 0 (W = 0 is a saddle point of
-    every factorisation of depth >= 2, gradient flow never leaves it) or a factorisation of another size than
-    the observed matrix."""
-    model, data = spec.model, spec.data
-    if not isinstance(model, MatrixFactorization):
-        return
-    if not spec.init_scale > 0:
-        raise ConfigError(f"init_scale = {spec.init_scale!r} is not allowed: expected alpha > 0 (W = 0 is a saddle "
-                          "point of the factorisation; gradient flow never leaves it)")
-    d = 2 if isinstance(data, RazinCohen) else data.d if isinstance(data, MatrixSensing | MatrixCompletion) else None
-    if d is not None and model.dim != d:
-        raise ConfigError(f"model.dim = {model.dim} is not allowed: expected data.d = {d} (the factorisation must "
-                          "be as large as the observed matrix)")
-
-
-def check_factorization_runs(runs) -> None:
-    """`check_factorization_run` on every run (an S8 experiment's `validate_runs`)."""
-    for spec in runs:
-        check_factorization_run(spec)
 
 
 def _rows(cell) -> list[list]:

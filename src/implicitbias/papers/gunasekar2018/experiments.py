@@ -18,11 +18,11 @@ from implicitbias.data import Separable
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
+from implicitbias.experiments.validation import check_positive_alpha
 from implicitbias.losses import Loss
 from implicitbias.metrics.extrapolation import unit_distance
 from implicitbias.models import DiagonalLinear
 from implicitbias.papers.gunasekar2018.theorems import GunasekarDiagonal
-from implicitbias.papers.woodworth2020.experiments import check_positive_alpha
 from implicitbias.reference import check_separable
 from implicitbias.runs.execute import dataset_of
 from implicitbias.theorems.base import CellsTheorem, RunContext, Verdict, compare, prediction

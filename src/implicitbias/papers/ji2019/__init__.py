@@ -2,5 +2,6 @@
 Theorem 2.2.
 
 - `theorems`: `JiTelgarskyAlignment`, the alignment of the layers and their convergence in direction;
-- `experiments`: ji2019-deep-linear (it reuses Soudry et al.'s data checks, `implicitbias.papers.soudry2018`).
+- `experiments`: ji2019-deep-linear (its runs are checked for separable data before training, as Soudry et al.'s,
+  by the core's `implicitbias.experiments.validation.check_separable_runs`).
 """

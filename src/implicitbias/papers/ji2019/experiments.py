@@ -17,7 +17,8 @@ import numpy as np
 from implicitbias.data import Separable
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
-from implicitbias.experiments.figures import finish, plt
+from implicitbias.experiments.figures import finish, plt, write_csv
+from implicitbias.experiments.validation import check_separable_runs
 from implicitbias.losses import Loss
 from implicitbias.models import DeepLinear
 from implicitbias.papers.ji2019.theorems import (
@@ -27,7 +28,6 @@ from implicitbias.papers.ji2019.theorems import (
     non_rank_one_bound,
     trajectory_layers,
 )
-from implicitbias.papers.soudry2018.experiments import check_separable_runs, write_csv
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 

@@ -24,10 +24,10 @@ from implicitbias.data import MatrixSensing
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
+from implicitbias.experiments.validation import check_factorization_runs
 from implicitbias.losses import Loss
 from implicitbias.metrics.factorization import end_to_end
 from implicitbias.models import MatrixFactorization
-from implicitbias.papers.gunasekar2017.experiments import check_factorization_runs
 from implicitbias.papers.li2021.theorems import LiIncremental, saddle_distances
 from implicitbias.theorems.base import RunContext
 from implicitbias.theorems.matrix_common import greedy_path, target_rank

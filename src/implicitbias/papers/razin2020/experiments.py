@@ -33,10 +33,10 @@ from implicitbias.data import RazinCohen
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
+from implicitbias.experiments.validation import check_factorization_runs
 from implicitbias.losses import Loss
 from implicitbias.metrics.factorization import effective_rank, product, schatten
 from implicitbias.models import MatrixFactorization
-from implicitbias.papers.gunasekar2017.experiments import check_factorization_runs
 from implicitbias.papers.razin2020.theorems import NORMS, RazinCohen2020, razin_factors
 from implicitbias.theorems.base import CellsTheorem, Verdict, compare, prediction
 from implicitbias.theorems.fitting import curve, fitted_slope

@@ -9,16 +9,15 @@ paper's Figure 1 on log-time axes: ||w(t)||, the loss, the angle gap and the mar
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import numpy as np
 
-from implicitbias._spec import ConfigError
 from implicitbias.data import KnownSVM2D
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
-from implicitbias.experiments.figures import finish, plt
+from implicitbias.experiments.figures import finish, plt, write_csv
+from implicitbias.experiments.validation import check_separable_runs
 from implicitbias.losses import Loss
 from implicitbias.models import Linear, MulticlassLinear
 from implicitbias.papers.soudry2018.theorems.claims import (
@@ -35,8 +34,6 @@ from implicitbias.papers.soudry2018.theorems.limits import (
     SoudryMulticlass,
     SoudryTheorem3,
 )
-from implicitbias.reference import NonSeparableDataError, check_separable, multiclass_svm
-from implicitbias.runs.execute import dataset_of
 from implicitbias.theorems.base import RunContext
 from implicitbias.theorems.fitting import late_window
 from implicitbias.theorems.max_margin import constraint_system
@@ -45,38 +42,6 @@ from implicitbias.training.stopping import Stop
 
 #: normalised GD multiplies the gradient by 1/L: stop before L underflows to 0 in float64 (q ~ 575)
 STOP = Stop(max_steps=1_000_000, loss_tol=1e-250)
-
-
-def check_separable_runs(runs) -> None:
-    """Refuse, before anything trains, data that are not linearly separable through the origin (the theorems
-    compare with a max-margin predictor, which then does not exist), naming the points that cannot be separated:
-    the `validate_runs` of the max-margin experiments."""
-    seen = set()
-    for spec in runs:
-        if spec.data_key() in seen:
-            continue
-        seen.add(spec.data_key())
-        data = dataset_of(spec)
-        try:
-            if data.task == "multiclass":
-                model = spec.model
-                classes = model.classes if isinstance(model, MulticlassLinear) else data.y.max() + 1
-                multiclass_svm(data.X, data.y.astype(int), int(classes))
-            else:
-                check_separable(data.X, data.y)
-        except NonSeparableDataError as exc:
-            raise ConfigError(f"data = {spec.data.model_dump()} (data seed {spec.data_seed}) is not allowed: "
-                              f"{exc}") from None
-
-
-def write_csv(path: Path, header: list[str], rows: list[list]) -> Path:
-    """Write `rows` under `header` to the CSV file `path` (its folder created) and return the path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return path
 
 
 def _fmt(v) -> str:

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from implicitbias._spec import ConfigError
 from implicitbias.data import SparseRegression
 from implicitbias.experiments.base import Experiment, Figure
 from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
 from implicitbias.experiments.figures import write_dict_csv as _write_csv
+from implicitbias.experiments.validation import check_positive_alpha
 from implicitbias.losses import Loss
 from implicitbias.models import DiagonalLinear
 from implicitbias.papers.woodworth2020.claims import KernelRichClaims, cells_by_depth, column, summary_rows
@@ -32,16 +32,6 @@ from implicitbias.papers.woodworth2020.theorems import MirrorFlowPath, Woodworth
 from implicitbias.theorems.base import RunContext
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
-
-
-def check_positive_alpha(runs) -> None:
-    """Refuse alpha <= 0 before anything trains (diagonal networks from u = v = alpha 1: alpha = 0 is a saddle where
-    gradient flow never moves, alpha < 0 flips the parametrisation): the `validate_runs` of the S6 experiments."""
-    for spec in runs:
-        if not spec.init_scale > 0:
-            raise ConfigError(f"init_scale = {spec.init_scale!r} is not allowed: expected alpha > 0 (init u = v = "
-                              "alpha 1; at alpha = 0 the flow sits on a saddle and never moves)")
-
 
 #: gradient flow by RKC at rtol 1e-8 with an absolute floor of 1e-14, on the displacements du = u - alpha 1,
 #: dv = v - alpha 1 (`DiagonalLinear(trained="displacement")`: the same flow, with error control and rounding of w

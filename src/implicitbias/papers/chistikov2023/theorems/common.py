@@ -1,74 +1,31 @@
-"""What the small-initialisation ReLU theorems (Chistikov et al. 2023, Boursier et al. 2022, Theorem 7 on the
-census) share: the per-lambda summaries of a cell whose batch runs over the init scale lambda x trials, the
-angles between the final network's neurons, the rank-1 limit's finite-time bound, and the assumptions on the
-network and the training method.
-
-The experiments' figures, tables and claims read the same summaries (`lambdas`, `by_lambda`, `theta_sq`).
+"""What Chistikov et al.'s theorems (Theorems 7 and 8, Theorem 7 on the census) share: the angles between the
+final network's neurons and the rank-1 limit's finite-time bound.  The per-lambda summaries and the assumptions
+on the network and the method, which Boursier et al. 2022 share with them, are the core's
+(`implicitbias.theorems.init_scale_cells`), read here by the chistikov2023 modules.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from implicitbias.metrics.neurons import WEIGHT_REL, max_angle_pair, weighted_max_angle
-from implicitbias.models import TwoLayer
-from implicitbias.runs.spec import group_by
-from implicitbias.theorems.base import Verdict
-from implicitbias.theorems.fitting import curve, final, flag
+from implicitbias.theorems.fitting import final
+from implicitbias.theorems.init_scale_cells import (  # noqa: F401  (the chistikov2023 modules read them here)
+    by_lambda,
+    fmt_lambda,
+    group_by_lambda,
+    lambdas,
+    method_verdict,
+    relu_net_verdict,
+    run_lambdas,
+    theta_sq,
+    trials,
+)
 from implicitbias.theorems.two_layer_bounds import final_parameters, rank_one_bounds
 
 #: the source of the rank-1 predictions of Theorems 7 and 8 (a declaration's `source`)
 RANK_ONE_SOURCE = ("Chistikov et al. 2023, Theorem 7 (balanced rank-1 limit); bound: two_layer_bounds.rank_one_bounds, "
                    "what the rank-1 limit allows at the run's final loss, bundle angle and imbalance (derived)")
-
-
-# -- per-lambda summaries of a cell ---------------------------------------------------------------------------
-def lambdas(results) -> np.ndarray:
-    """The init scale lambda of every run of a stacked results Dataset (its `init_scale` coordinate)."""
-    return np.asarray(results["init_scale"].values, dtype=np.float64).reshape(-1)
-
-
-def run_lambdas(run) -> np.ndarray:
-    """The init scale lambda of every run of a `RunContext`, read from the run specs."""
-    return np.array([spec.init_scale for spec in run.runs], dtype=np.float64)
-
-
-def by_lambda(results, values, reduce=np.median) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted distinct lambdas, reduce(values of the runs with that lambda)) - the median over trials by
-    default. NaN values are ignored; a lambda whose runs are all NaN gives NaN."""
-    return group_by_lambda(lambdas(results), values, reduce)
-
-
-def group_by_lambda(lam, values, reduce=np.median) -> tuple[np.ndarray, np.ndarray]:
-    """`by_lambda` given the lambda of every run (e.g. `run_lambdas(run)`)."""
-    lam = np.asarray(lam, dtype=np.float64).reshape(-1)
-    values = np.asarray(values, dtype=np.float64).reshape(-1)
-    grid = np.unique(lam)
-    out = []
-    for g in grid:
-        v = values[lam == g]
-        v = v[np.isfinite(v)]
-        out.append(float(reduce(v)) if v.size else math.nan)
-    return grid, np.asarray(out)
-
-
-def fmt_lambda(lam: float) -> str:
-    """lambda as a power of 4 where it is one ("4^-7"), else to 3 significant digits."""
-    k = math.log(lam) / math.log(4.0)
-    return f"4^{k:.0f}" if abs(k - round(k)) < 1e-9 else f"{lam:.3g}"
-
-
-def trials(run) -> list[int]:
-    """One representative run per trial (data set) of the cell: the first run of each `trial`."""
-    return [members[0] for members in group_by(run.runs, "trial").values()]
-
-
-def theta_sq(results) -> np.ndarray | None:
-    """||theta||^2 at the final checkpoint of every run."""
-    p = final(results, "param_norm")
-    return None if p is None else p**2
 
 
 # -- the final network's neurons ------------------------------------------------------------------------------
@@ -141,31 +98,3 @@ def _rank_one_bound(run, r: int) -> dict | None:
 
 
 # -- assumptions on the network and the method ----------------------------------------------------------------
-def relu_net_verdict(theorem: str, run, balanced: bool) -> Verdict:
-    """Model: ReLU, both layers trained, no bias (and the balanced init of S11 when `balanced`); the
-    stored initial balancedness max_j |a_j^2 - ||w_j||^2| is shown."""
-    model = run.spec.model
-    what = "balanced init w_j = lambda z_j, a_j = s_j ||w_j||" if balanced else "small init"
-    statement = f"ReLU network, both layers trained, no bias, {what}"
-    if not isinstance(model, TwoLayer):
-        return flag(theorem, "assumption", statement, None, "no two-layer model in this cell")
-    ok = model.activation == "relu" and model.train_outer and not model.bias
-    if balanced:
-        ok = ok and model.init_scheme == "balanced"
-    b0 = curve(run.results, "balancedness_max")
-    init_bal = float(np.max(b0[:, 0])) if b0 is not None else math.nan
-    note = (f"activation = {model.activation}, train_outer = {model.train_outer}, bias = {model.bias}, "
-            f"init_scheme = {model.init_scheme}, outer_signs = {model.outer_signs}; "
-            f"max |a_j^2 - ||w_j||^2| at init = {init_bal:.3g}")
-    return flag(theorem, "assumption", statement, bool(ok), note, measured=init_bal)
-
-
-def method_verdict(theorem: str, run) -> Verdict:
-    """Method: gradient flow; GD with a small step is reported not_evaluated (it approximates the flow and is
-    checked as for GF)."""
-    kind = run.spec.method.kind
-    statement = "trained by gradient flow"
-    if kind == "gf":
-        return flag(theorem, "assumption", statement, True, "method = gf (adaptive, error-controlled)")
-    return flag(theorem, "assumption", statement, None,
-                f"method = {kind}: GD with a small step approximates the flow; checked as for GF")
