@@ -62,8 +62,7 @@ def train_group(runs: Sequence[RunSpec], progress: bool = False) -> list[xr.Data
     batch_coords = [c for c in ds.coords if "run" in ds[c].dims and c != "run"]
     for i, spec in enumerate(runs):
         one = _own_checkpoints(ds.isel(run=[i]).drop_vars(batch_coords).assign_coords(run=[0]))
-        for name, variable in final_variables(spec, one, data[i]).items():
-            one[name] = variable
+        one.update(final_variables(spec, one, data[i]))  # one merge for all of them, in their order
         one.attrs = {"spec": spec.to_json(), "key": spec.key(), "format": RESULTS_FORMAT, "wall_time_s": wall,
                      "group_size": len(runs), "version": ds.attrs.get("version", "")}
         out.append(one)
