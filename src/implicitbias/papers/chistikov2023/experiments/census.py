@@ -29,9 +29,9 @@ from implicitbias.papers.chistikov2023.metrics.census_trials import (
     pair_exponents,
 )
 from implicitbias.papers.chistikov2023.theorems.census import CensusTheorem7
-from implicitbias.papers.chistikov2023.theorems.common import fmt_lambda
 from implicitbias.theorems.base import CellsTheorem, compare, prediction
 from implicitbias.theorems.fitting import final
+from implicitbias.theorems.init_scale_cells import fmt_lambda
 from implicitbias.training.methods import GD
 from implicitbias.training.stopping import Stop
 

@@ -31,10 +31,10 @@ from implicitbias.papers.chistikov2023.experiments.readings import (
     paper_label,
     readings_tables,
 )
-from implicitbias.papers.chistikov2023.theorems.common import by_lambda, lambdas
 from implicitbias.papers.chistikov2023.theorems.theorem7 import ChistikovTheorem7
 from implicitbias.theorems.base import CellsTheorem, compare, prediction
 from implicitbias.theorems.fitting import final
+from implicitbias.theorems.init_scale_cells import by_lambda, lambdas
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.stopping import Stop
 

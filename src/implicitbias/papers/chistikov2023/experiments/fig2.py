@@ -16,9 +16,9 @@ from implicitbias.experiments.figures import write_csv as _write_csv
 from implicitbias.papers.chistikov2023.data import TeacherNeuron
 from implicitbias.papers.chistikov2023.experiments.fig1 import GF, NET, SQUARE, STOP, theorem7
 from implicitbias.papers.chistikov2023.metrics.plateau import plateau_exit_time
-from implicitbias.papers.chistikov2023.theorems.common import by_lambda, fmt_lambda, lambdas
 from implicitbias.theorems.base import CellsTheorem, compare, prediction
 from implicitbias.theorems.fitting import final, fitted_slope
+from implicitbias.theorems.init_scale_cells import by_lambda, fmt_lambda, lambdas
 
 FIG2_LAMBDAS = [4.0**k for k in range(-2, -9, -1)]  # 4^-2 ... 4^-8
 _FIG2 = "Chistikov et al. 2023, Figure 2"

@@ -11,9 +11,9 @@ from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
 from implicitbias.papers.chistikov2023.experiments.fig1 import GF, NET, SQUARE
 from implicitbias.papers.chistikov2023.families import ChistikovFamily
-from implicitbias.papers.chistikov2023.theorems.common import lambdas, theta_sq
 from implicitbias.papers.chistikov2023.theorems.theorem7 import ChistikovTheorem7
 from implicitbias.papers.chistikov2023.theorems.theorem8 import ChistikovTheorem8, chistikov_reference
+from implicitbias.theorems.init_scale_cells import lambdas, theta_sq
 from implicitbias.training.stopping import Stop
 
 MIN_NORM_LAMBDAS = [4.0**-4, 4.0**-6, 4.0**-8]

@@ -26,10 +26,10 @@ from implicitbias.metrics.readings import READINGS, initial_weights, stored_read
 from implicitbias.papers.chistikov2023.data import TeacherNeuron
 from implicitbias.papers.chistikov2023.experiments.fig1 import FIG1_GF, LAMBDAS, NET, SQUARE, STOP, WEIGHTED
 from implicitbias.papers.chistikov2023.experiments.readings import paper_angle, paper_label
-from implicitbias.papers.chistikov2023.theorems.common import fmt_lambda
 from implicitbias.status import Status
 from implicitbias.theorems.base import CellsTheorem, compare, prediction
 from implicitbias.theorems.fitting import final
+from implicitbias.theorems.init_scale_cells import fmt_lambda
 from implicitbias.training.methods import GD
 from implicitbias.training.stopping import Stop
 

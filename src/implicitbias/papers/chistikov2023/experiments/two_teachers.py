@@ -11,8 +11,8 @@ from implicitbias.experiments.config import ExperimentConfig
 from implicitbias.experiments.figures import finish, panels
 from implicitbias.papers.chistikov2023.data import TwoTeachers
 from implicitbias.papers.chistikov2023.experiments.fig1 import GF, NET, SQUARE, STOP
-from implicitbias.papers.chistikov2023.theorems.common import fmt_lambda
 from implicitbias.theorems.base import CellsTheorem, compare, prediction
+from implicitbias.theorems.init_scale_cells import fmt_lambda
 
 
 def _median_loss(cell) -> tuple[np.ndarray, np.ndarray]:

@@ -33,14 +33,9 @@ import numpy as np
 import pydantic
 
 from implicitbias.metrics.census import SHRINK_EXPONENT, UNALIGNED, angle_exponents, stored_census
-from implicitbias.papers.chistikov2023.theorems.common import (
-    fmt_lambda,
-    method_verdict,
-    relu_net_verdict,
-    run_lambdas,
-)
 from implicitbias.theorems.base import Theorem, Verdict, assumption, compare, prediction
 from implicitbias.theorems.fitting import flag
+from implicitbias.theorems.init_scale_cells import fmt_lambda, method_verdict, relu_net_verdict, run_lambdas
 
 
 class CensusTheorem7(Theorem):

@@ -1,7 +1,7 @@
 """What Chistikov et al.'s theorems (Theorems 7 and 8, Theorem 7 on the census) share: the angles between the
 final network's neurons and the rank-1 limit's finite-time bound.  The per-lambda summaries and the assumptions
 on the network and the method, which Boursier et al. 2022 share with them, are the core's
-(`implicitbias.theorems.init_scale_cells`), read here by the chistikov2023 modules.
+(`implicitbias.theorems.init_scale_cells`).
 """
 
 from __future__ import annotations
@@ -10,17 +10,6 @@ import numpy as np
 
 from implicitbias.metrics.neurons import WEIGHT_REL, max_angle_pair, weighted_max_angle
 from implicitbias.theorems.fitting import final
-from implicitbias.theorems.init_scale_cells import (  # noqa: F401  (the chistikov2023 modules read them here)
-    by_lambda,
-    fmt_lambda,
-    group_by_lambda,
-    lambdas,
-    method_verdict,
-    relu_net_verdict,
-    run_lambdas,
-    theta_sq,
-    trials,
-)
 from implicitbias.theorems.two_layer_bounds import final_parameters, rank_one_bounds
 
 #: the source of the rank-1 predictions of Theorems 7 and 8 (a declaration's `source`)

@@ -22,18 +22,14 @@ from implicitbias.papers.chistikov2023.theorems.common import (
     RANK_ONE_SOURCE,
     angle_setting_shares,
     ds_angle,
-    method_verdict,
     rank_one_bound,
-    relu_net_verdict,
-    run_lambdas,
-    theta_sq,
-    trials,
     v_star_norm,
     weighted_max_angles,
 )
 from implicitbias.papers.chistikov2023.theorems.theorem8 import ChistikovTheorem8, chistikov_reference
 from implicitbias.theorems.base import Theorem, Verdict, assumption, compare, prediction
 from implicitbias.theorems.fitting import curve, final, flag, linear_fit, over_runs, rate_verdict, run_labels
+from implicitbias.theorems.init_scale_cells import method_verdict, relu_net_verdict, run_lambdas, theta_sq, trials
 from implicitbias.theorems.two_layer_bounds import loss_rate_verdict
 from implicitbias.training.methods import DiscreteMethod
 

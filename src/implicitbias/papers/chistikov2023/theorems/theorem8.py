@@ -15,19 +15,12 @@ import pydantic
 
 from implicitbias.models import TwoLayer
 from implicitbias.papers.chistikov2023.reference import chistikov_M, z_matrix_condition
-from implicitbias.papers.chistikov2023.theorems.common import (
-    RANK_ONE_SOURCE,
-    ds_angle,
-    rank_one_bound,
-    relu_net_verdict,
-    run_lambdas,
-    theta_sq,
-    trials,
-)
+from implicitbias.papers.chistikov2023.theorems.common import RANK_ONE_SOURCE, ds_angle, rank_one_bound
 from implicitbias.reference import min_norm_relu_interpolator, rank_one_norm
 from implicitbias.reference.memo import array_key, memoized
 from implicitbias.theorems.base import Theorem, Verdict, assumption, compare, prediction
 from implicitbias.theorems.fitting import flag
+from implicitbias.theorems.init_scale_cells import relu_net_verdict, run_lambdas, theta_sq, trials
 
 
 # -- the reference numbers ----------------------------------------------------------------------------------------------
