@@ -1,0 +1,300 @@
+"""Prototype for issue 40: gradient flow of a two-layer ReLU network that slides along ReLU kinks (Filippov).
+
+A stored run of chistikov2023-fig1 gives the data, the initialisation and the baseline (the pipeline's RKC flow);
+this script integrates the same flow with the project's RKC2 solver and step-size controller in its own stepping
+loop, so that it can act between accepted steps:
+
+* **entry**: a pair (neuron j, point k) whose pre-activation z_jk = <w_j, x_k> changed sign over the step, and
+  where the field pushes towards the kink from both sides (from the inactive side d z/dt > 0, from the active
+  side d z/dt < 0), is put on the kink: w_j is projected onto {<w, x_k> = 0} and (j, k) joins the sliding set S;
+* **sliding**: for j with pairs in S the field of w_j is the field without those points, projected onto the
+  orthogonal complement of span{x_k : (j, k) in S}.  Since each point's contribution to dw_j/dt is a multiple
+  of x_k, this is the Filippov (Clarke) field dw_j/dt = F^- + sum_k alpha_k g_k with the alpha_k that keep the
+  constraints; the field is smooth while S is fixed, so the error control can take long steps;
+* **exit**: a pair leaves S when its alpha_k = beta_k / (a_j r_k) leaves [0, 1] (the field no longer pushes
+  towards the kink from both sides).
+
+Each accepted step costs one more evaluation (the field at the end point with the unprojected part, for the
+exit and entry tests), and one more where S changed (the first-same-as-last field of the next step): both
+counted.  With `--no-slide` the loop is the plain RKC flow (the pipeline's method; a check of the loop itself).
+
+    implicitbias run chistikov2023-fig1 --workers 0 --out /tmp/probe --set 'grid.data.d=[256]' \\
+      'grid.data.scheme=[uncentred]' 'grid.init_scale=[0.25]' trials=1
+    python benchmarks/prototype_sliding_flow.py /tmp/probe [--no-slide] [--rtol 1e-4 --tail-rtol 1e-3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+from jax import lax
+
+import implicitbias  # noqa: F401  (float64)
+from implicitbias.metrics.neurons import kink_max_angle, weighted_max_angle
+from implicitbias.metrics.readings import initial_parameters, max_angle_by_reading
+from implicitbias.runs.spec import RunSpec
+from implicitbias.training.rkc import RKC2, GradientFlowTerm
+from implicitbias.training.rkc_control import CountState, gradient_flow_controller
+
+
+def load(folder):
+    run = sorted(glob.glob(os.path.join(folder, "runs", "*.nc")))[0]
+    ds = xr.open_dataset(run)
+    spec = RunSpec.model_validate(json.loads(ds.attrs["spec"]))
+    data = xr.open_dataset(sorted(glob.glob(os.path.join(folder, "data", "*.nc")))[0])
+    X, y = np.asarray(data["X"].values), np.asarray(data["y"].values)
+    theta0 = initial_parameters(spec, X.shape[1])
+    base = {"W": np.asarray(ds["theta.W"].values[0]), "a": np.asarray(ds["theta.a"].values[0]),
+            "evals": int(ds["grad_evals"].values[0, -1]), "time": float(ds["time"].values[0, -1]),
+            "loss": float(ds["loss"].values[0, -1])}
+    return spec, X, y, theta0, base
+
+
+#: primal-dual active-set iterations of the sliding QP (exact once the active set is found: a few for K <= 8)
+PDAS_ITERATIONS = 6
+
+
+def make(X, y, K: int, P: int):
+    X = jnp.asarray(X)
+    y = jnp.asarray(y)
+    n = X.shape[0]
+
+    def mask_of(S):
+        m = S.shape[0]
+        rows = jnp.broadcast_to(jnp.arange(m)[:, None], S.shape)
+        return jnp.zeros((m, n), bool).at[rows, jnp.maximum(S, 0)].max(S >= 0)
+
+    def parts(theta, S):
+        W, a = theta["W"], theta["a"]
+        Z = W @ X.T
+        act = (Z > 0) & ~mask_of(S)
+        H = jnp.where(act, Z, 0.0)
+        res = a @ H - y
+        rn = res / n
+        FW = -(a[:, None] * jnp.where(act, rn[None, :], 0.0)) @ X
+        Fa = -(H @ rn)
+        return 0.5 * jnp.mean(res**2), FW, Fa, Z, rn
+
+    def gram(S):
+        valid = S >= 0
+        Xs = X[jnp.maximum(S, 0)] * valid[..., None]  # (m, K, d)
+        G = jnp.einsum("mkd,mld->mkl", Xs, Xs) + jnp.eye(S.shape[1]) * (~valid)[:, None, :]
+        return valid, Xs, G
+
+    def project(V, S):
+        """V - Xs^T G^-1 Xs V row by row: the component of each row of V orthogonal to its neuron's kinks."""
+        valid, Xs, G = gram(S)
+        b = jnp.einsum("mkd,md->mk", Xs, V)
+        beta = jnp.linalg.solve(G, b[..., None])[..., 0]
+        return V - jnp.einsum("mk,mkd->md", beta, Xs)
+
+    def masked_solve(G, rhs, free):
+        M = G * (free[:, :, None] & free[:, None, :]) + jnp.eye(G.shape[-1]) * (~free)[:, None, :]
+        return jnp.linalg.solve(M, jnp.where(free, rhs, 0.0)[..., None])[..., 0]
+
+    def filippov(FW, a, rn, S):
+        """The Filippov coefficients of the kink pairs S: dw_j/dt = FW_j + sum_k beta_jk x_k, each beta_jk between 0
+        (point k off: alpha = 0) and -a_j r_k (on: alpha = 1), the solution of the box-constrained convex QP
+        min 1/2 beta^T G beta + b^T beta (b_k = <FW_j, x_k>), whose KKT conditions are those of the sliding
+        mode: <dw_j/dt, x_k> = 0 where beta is inside its box, <= 0 at alpha = 0 and >= 0 at alpha = 1.  Solved by a
+        primal-dual active-set iteration.  Returns (beta, interior: the pairs that slide)."""
+        valid, Xs, G = gram(S)
+        b = jnp.einsum("mkd,md->mk", Xs, FW)
+        full = -a[:, None] * rn[jnp.maximum(S, 0)]
+        lo = jnp.where(valid, jnp.minimum(0.0, full), 0.0)
+        hi = jnp.where(valid, jnp.maximum(0.0, full), 0.0)
+
+        def solve(sets):
+            A_lo, A_hi = sets
+            free = valid & ~A_lo & ~A_hi
+            fixed = jnp.where(A_lo, lo, jnp.where(A_hi, hi, 0.0))
+            rhs = -(b + jnp.einsum("mkl,ml->mk", G, fixed))
+            beta = jnp.where(free, masked_solve(G, rhs, free), fixed)
+            return beta, free
+
+        def update(_, sets):
+            beta, _ = solve(sets)
+            g = jnp.einsum("mkl,ml->mk", G, beta) + b
+            A_lo = valid & (beta - g < lo)
+            A_hi = valid & ~A_lo & (beta - g > hi)
+            return A_lo, A_hi
+
+        none = jnp.zeros_like(valid)
+        sets = lax.fori_loop(0, PDAS_ITERATIONS, update, (none, none))
+        beta, free = solve(sets)
+        return beta, Xs, free
+
+    def value_and_vf(t, theta, S):
+        L, FW, Fa, _, rn = parts(theta, S)
+        beta, Xs, _ = filippov(FW, theta["a"], rn, S)
+        return L, {"W": FW + jnp.einsum("mk,mkd->md", beta, Xs), "a": Fa}
+
+    def handle(theta, S, Z0):
+        """At the end of an accepted step: the pairs that crossed their kink over the step join the kink pairs as
+        candidates, the sliding QP at the end point keeps those that slide (entries) and drops the kink pairs
+        that no longer do (exits), and the neurons are projected onto the kinks they slide on.
+        Returns (theta, S, changed, loss, exits, entries, sign changes)."""
+        L, FW, Fa, Z1, rn = parts(theta, S)
+        a = theta["a"]
+        crossed = (jnp.sign(Z1) != jnp.sign(Z0)) & ~mask_of(S)
+        score, idx = lax.top_k(crossed.ravel().astype(jnp.float64), P)
+        jp, kp = idx // crossed.shape[1], idx % crossed.shape[1]
+
+        def add(p, carry):
+            S_, added = carry
+            row = S_[jp[p]]
+            free = row < 0
+            slot = jnp.argmax(free)
+            ok = (score[p] > 0) & jnp.any(free)
+            return S_.at[jp[p], slot].set(jnp.where(ok, kp[p], row[slot])), added.at[p].set(ok)
+
+        S_cand, added = lax.fori_loop(0, P, add, (S, jnp.zeros(P, bool)))
+        # the field without the candidates: remove the contribution -a_j r_k x_k of those on the active side
+        on = added & (Z1[jp, kp] > 0)
+        FW = FW.at[jp].add(jnp.where(on, a[jp] * rn[kp], 0.0)[:, None] * X[kp])
+        _, _, interior = filippov(FW, a, rn, S_cand)
+        S_new = jnp.where(interior, S_cand, -1)
+        exits = jnp.sum((S >= 0) & (S_new < 0))
+        entries = jnp.sum((S < 0) & (S_new >= 0))
+        changed = jnp.any(S_new != S)
+        Wp = project(theta["W"], S_new)  # onto the kinks of S (a no-op up to rounding for unchanged rows)
+        has = jnp.any(S_new >= 0, axis=1)
+        theta = {"W": jnp.where(has[:, None], Wp, theta["W"]), "a": theta["a"]}
+        return theta, S_new, changed, L, exits, entries, jnp.sum(crossed)
+
+    return parts, value_and_vf, handle
+
+
+def _decade(t):
+    """The bin of time t: 0 for t < 1e-3, k + 3 for 10^k <= t < 10^(k+1), 9 from 1e6 on."""
+    return jnp.clip(jnp.floor(jnp.log10(jnp.maximum(t, 1e-300))).astype(jnp.int64) + 3, 0, 9)
+
+
+def integrate(X, y, theta0, *, rtol, tail_rtol, tail_below, t_max, loss_tol, slide, K, P, max_steps):
+    parts, value_and_vf, handle = make(X, y, K, P)
+    m = theta0["W"].shape[0]
+    theta0 = {k: jnp.asarray(v) for k, v in theta0.items()}
+    term = GradientFlowTerm(value_and_vf)
+    solver = RKC2(report_evals=True)
+    rms = jnp.sqrt(sum(jnp.sum(v**2) for v in theta0.values()) / sum(v.size for v in theta0.values()))
+    atol = 1e-5 * rms
+    S0 = -jnp.ones((m, K), jnp.int64)
+    L0 = parts(theta0, S0)[0]
+
+    def controller(L):
+        r = jnp.where(L < tail_below * L0, tail_rtol, rtol)
+        return gradient_flow_controller(rtol=r, atol=atol, atol_rel=1e-6)
+
+    def run():
+        ctrl = controller(L0)
+        dt0 = 0.01
+        t_next, cstate = ctrl.init(term, 0.0, t_max, theta0, dt0, S0, solver.func, 3)
+        st = solver.init(term, 0.0, t_max, theta0, S0)
+        Z0 = theta0["W"] @ jnp.asarray(X).T
+        c = dict(t=jnp.asarray(0.0), h=jnp.asarray(dt0), theta=theta0, S=S0, Z=Z0, st=st, cs=cstate, L=L0,
+                 steps=jnp.asarray(0), accepted=jnp.asarray(0), extra=jnp.asarray(0), exits=jnp.asarray(0),
+                 entries=jnp.asarray(0), maxS=jnp.asarray(0), hist=jnp.zeros((6, 10), jnp.int64))
+
+        def cond(c):
+            return (c["t"] < t_max) & (c["L"] >= loss_tol) & (c["steps"] < max_steps)
+
+        def body(c):
+            t0 = c["t"]
+            t1 = jnp.minimum(t0 + c["h"], t_max)
+            y1, err, _, st1, _ = solver.step(term, t0, t1, c["theta"], c["S"], c["st"], False)
+            ctrl = controller(c["L"])
+            keep, _, t_next, _, cs1, _ = ctrl.adapt_step_size(t0, t1, c["theta"], y1, c["S"], err, 3, c["cs"])
+
+            def accepted(_):
+                if not slide:
+                    L = value_and_vf(t1, y1, c["S"])[0]  # the pipeline reads it from the FSAL evaluation: free
+                    Z1 = y1["W"] @ X.T
+                    cr = jnp.sum(jnp.sign(Z1) != jnp.sign(c["Z"]))
+                    return y1, c["S"], st1, L, jnp.asarray(0), jnp.asarray(0), jnp.asarray(0), Z1, cr
+                th, S, changed, L, ex, en, cr = handle(y1, c["S"], c["Z"])
+
+                def refresh(_):
+                    return dict(st1, f0=value_and_vf(t1, th, S)[1])
+
+                st2 = lax.cond(changed, refresh, lambda _: st1, None)
+                extra = 1 + changed.astype(jnp.int64)
+                return th, S, st2, L, extra, ex, en, th["W"] @ X.T, cr
+
+            def rejected(_):
+                return (c["theta"], c["S"], c["st"], c["L"], jnp.asarray(0), jnp.asarray(0), jnp.asarray(0), c["Z"],
+                        jnp.asarray(0))
+
+            th, S, st2, L, extra, ex, en, Z, cr = lax.cond(keep, accepted, rejected, None)
+            return dict(t=jnp.where(keep, t1, t0), h=t_next - jnp.where(keep, t1, t0), theta=th, S=S, Z=Z, st=st2,
+                        cs=cs1, L=L, steps=c["steps"] + 1, accepted=c["accepted"] + keep,
+                        extra=c["extra"] + extra, exits=c["exits"] + ex, entries=c["entries"] + en,
+                        maxS=jnp.maximum(c["maxS"], jnp.max(jnp.sum(S >= 0, axis=1))),
+                        hist=c["hist"].at[:, _decade(t0)].add(jnp.stack([en, ex, (st2["stages"] + 0) * keep, keep.astype(jnp.int64),
+                                                                      1 - keep.astype(jnp.int64), cr])))
+
+        return lax.while_loop(cond, body, c)
+
+    out = jax.jit(run)()
+    found = [x for x in jax.tree_util.tree_leaves(out["cs"], is_leaf=lambda x: isinstance(x, CountState))
+             if isinstance(x, CountState)]
+    solver_evals = int(found[0].attempted_evals)
+    return out, solver_evals
+
+
+def angles(W, a, X, W0):
+    W, a = np.asarray(W), np.asarray(a)
+    r = max_angle_by_reading(W, a, X, W0)
+    r["kink 1e-5"] = kink_max_angle(W, X)
+    r["kink 1e-12"] = kink_max_angle(W, X, 1e-12)
+    r["weighted"] = weighted_max_angle(W, a, X)
+    return r
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("folder")
+    p.add_argument("--no-slide", action="store_true")
+    p.add_argument("--rtol", type=float, default=1e-4)
+    p.add_argument("--tail-rtol", type=float, default=1e-3)
+    p.add_argument("--tail-below", type=float, default=1e-4)
+    p.add_argument("--K", type=int, default=8, help="sliding pairs per neuron at most")
+    p.add_argument("--P", type=int, default=64, help="crossing pairs tested per step at most")
+    p.add_argument("--max-steps", type=int, default=2_000_000)
+    p.add_argument("--t-max", type=float, help="stop at this time (default: the run's max_time)")
+    p.add_argument("--save", help="save the final parameters (.npz)")
+    args = p.parse_args()
+    spec, X, y, theta0, base = load(args.folder)
+    t0 = time.perf_counter()
+    out, solver_evals = integrate(X, y, theta0, rtol=args.rtol, tail_rtol=args.tail_rtol, tail_below=args.tail_below,
+                                  t_max=args.t_max or spec.stop.max_time, loss_tol=spec.stop.loss_tol, slide=not args.no_slide,
+                                  K=args.K, P=args.P, max_steps=args.max_steps)
+    wall = time.perf_counter() - t0
+    W, a = np.asarray(out["theta"]["W"]), np.asarray(out["theta"]["a"])
+    evals = solver_evals + int(out["extra"])
+    print(f"{'sliding' if not args.no_slide else 'plain RKC'}: rtol {args.rtol:g} (tail {args.tail_rtol:g}), "
+          f"t = {float(out['t']):.6g}, loss {float(out['L']):.3e}, steps {int(out['steps'])} "
+          f"({int(out['accepted'])} accepted), evaluations {evals} (solver {solver_evals}, tests {int(out['extra'])}), "
+          f"entries {int(out['entries'])}, exits {int(out['exits'])}, pairs on kinks at the end "
+          f"{int(np.sum(np.asarray(out['S']) >= 0))} (most per neuron {int(out['maxS'])}), wall {wall:.1f} s")
+    print("by decade of t (1e-3 .. 1e6): entries", np.asarray(out["hist"][0]).tolist(), "exits",
+          np.asarray(out["hist"][1]).tolist(), "stages of accepted steps", np.asarray(out["hist"][2]).tolist(),
+          "accepted", np.asarray(out["hist"][3]).tolist(), "rejected", np.asarray(out["hist"][4]).tolist(),
+          "sign changes", np.asarray(out["hist"][5]).tolist())
+    print(f"baseline (pipeline): evaluations {base['evals']}, t = {base['time']:.6g}, loss {base['loss']:.3e}")
+    ours, theirs = angles(W, a, X, theta0["W"]), angles(base["W"], base["a"], X, theta0["W"])
+    for k in ours:
+        print(f"  {k:22s} ours {ours[k]:.6g}  baseline {theirs[k]:.6g}")
+    if args.save:
+        np.savez(args.save, W=W, a=a, S=np.asarray(out["S"]), t=float(out["t"]), h=float(out["h"]))
+
+
+if __name__ == "__main__":
+    main()
