@@ -60,6 +60,13 @@ def load(folder):
 
 #: primal-dual active-set iterations of the sliding QP (exact once the active set is found: a few for K <= 8)
 PDAS_ITERATIONS = 6
+#: in the field, where every pair of S slid at the start of the step
+FIELD_PDAS_ITERATIONS = 3
+#: also take as candidates the pairs predicted to reach their kink within the next step (`--predict`)
+PREDICT = False
+#: solve the sliding QP in every evaluation of the field (a pair leaves its kink inside a step), or hold the sliding
+#: pairs of the last accepted step on their kinks until the next one (`--hold`)
+QP_IN_FIELD = True
 
 
 def make(X, y, K: int, P: int):
@@ -72,10 +79,10 @@ def make(X, y, K: int, P: int):
         rows = jnp.broadcast_to(jnp.arange(m)[:, None], S.shape)
         return jnp.zeros((m, n), bool).at[rows, jnp.maximum(S, 0)].max(S >= 0)
 
-    def parts(theta, S):
+    def parts(theta, S, mask=None):
         W, a = theta["W"], theta["a"]
         Z = W @ X.T
-        act = (Z > 0) & ~mask_of(S)
+        act = (Z > 0) & ~(mask_of(S) if mask is None else mask)
         H = jnp.where(act, Z, 0.0)
         res = a @ H - y
         rn = res / n
@@ -100,13 +107,15 @@ def make(X, y, K: int, P: int):
         M = G * (free[:, :, None] & free[:, None, :]) + jnp.eye(G.shape[-1]) * (~free)[:, None, :]
         return jnp.linalg.solve(M, jnp.where(free, rhs, 0.0)[..., None])[..., 0]
 
-    def filippov(FW, a, rn, S):
+    def filippov(FW, a, rn, S, Xs=None, G=None, iterations=None):
         """The Filippov coefficients of the kink pairs S: dw_j/dt = FW_j + sum_k beta_jk x_k, each beta_jk between 0
         (point k off: alpha = 0) and -a_j r_k (on: alpha = 1), the solution of the box-constrained convex QP
         min 1/2 beta^T G beta + b^T beta (b_k = <FW_j, x_k>), whose KKT conditions are those of the sliding
         mode: <dw_j/dt, x_k> = 0 where beta is inside its box, <= 0 at alpha = 0 and >= 0 at alpha = 1.  Solved by a
         primal-dual active-set iteration.  Returns (beta, interior: the pairs that slide)."""
-        valid, Xs, G = gram(S)
+        if Xs is None:
+            _, Xs, G = gram(S)
+        valid = S >= 0
         b = jnp.einsum("mkd,md->mk", Xs, FW)
         full = -a[:, None] * rn[jnp.maximum(S, 0)]
         lo = jnp.where(valid, jnp.minimum(0.0, full), 0.0)
@@ -128,24 +137,43 @@ def make(X, y, K: int, P: int):
             return A_lo, A_hi
 
         none = jnp.zeros_like(valid)
-        sets = lax.fori_loop(0, PDAS_ITERATIONS, update, (none, none))
+        sets = lax.fori_loop(0, PDAS_ITERATIONS if iterations is None else iterations, update, (none, none))
         beta, free = solve(sets)
         return beta, Xs, free
 
-    def value_and_vf(t, theta, S):
-        L, FW, Fa, _, rn = parts(theta, S)
-        beta, Xs, _ = filippov(FW, theta["a"], rn, S)
-        return L, {"W": FW + jnp.einsum("mk,mkd->md", beta, Xs), "a": Fa}
+    def prepare(S):
+        """The arguments of the field for the kink pairs S: what stays fixed while S does.  The sliding QP is solved
+        on the R neurons that have kink pairs (`rows`; padded with rows without pairs): S must leave the others
+        empty (`handle` does)."""
+        valid, Xs, G = gram(S)
+        return dict(S=S, mask=mask_of(S), Xs=Xs, G=G, Ginv=jnp.linalg.inv(G))
 
-    def handle(theta, S, Z0):
+    def value_and_vf(t, theta, args):
+        """The sliding field for a fixed set of sliding pairs: the field without them, projected row by row onto the
+        orthogonal complement of the neuron's kink normals (dw_j/dt in the tangent space of its kinks)."""
+        L, FW, Fa, _, rn = parts(theta, args["S"], args["mask"])
+        if QP_IN_FIELD:
+            # every pair of S slides at the start of the step: the iteration starts there (all free)
+            beta, _, _ = filippov(FW, theta["a"], rn, args["S"], args["Xs"], args["G"], FIELD_PDAS_ITERATIONS)
+            return L, {"W": FW + jnp.einsum("mk,mkd->md", beta, args["Xs"]), "a": Fa}
+        beta = jnp.einsum("mkl,ml->mk", args["Ginv"], jnp.einsum("mkd,md->mk", args["Xs"], FW))
+        return L, {"W": FW - jnp.einsum("mk,mkd->md", beta, args["Xs"]), "a": Fa}
+
+    def handle(theta, args, Z0, h_next):
         """At the end of an accepted step: the pairs that crossed their kink over the step join the kink pairs as
         candidates, the sliding QP at the end point keeps those that slide (entries) and drops the kink pairs
         that no longer do (exits), and the neurons are projected onto the kinks they slide on.
-        Returns (theta, S, changed, loss, exits, entries, sign changes)."""
-        L, FW, Fa, Z1, rn = parts(theta, S)
+        Returns (theta, args, changed, loss, exits, entries, sign changes)."""
+        S = args["S"]
+        L, FW, Fa, Z1, rn = parts(theta, S, args["mask"])
         a = theta["a"]
         crossed = (jnp.sign(Z1) != jnp.sign(Z0)) & ~mask_of(S)
-        score, idx = lax.top_k(crossed.ravel().astype(jnp.float64), P)
+        cand = crossed
+        if PREDICT:
+            # and the pairs that the field takes to their kink within the next step
+            D = FW @ X.T
+            cand = cand | ((jnp.abs(Z1) <= h_next * jnp.abs(D)) & (Z1 * D < 0) & ~mask_of(S))
+        score, idx = lax.top_k(cand.ravel().astype(jnp.float64), P)
         jp, kp = idx // crossed.shape[1], idx % crossed.shape[1]
 
         def add(p, carry):
@@ -168,9 +196,9 @@ def make(X, y, K: int, P: int):
         Wp = project(theta["W"], S_new)  # onto the kinks of S (a no-op up to rounding for unchanged rows)
         has = jnp.any(S_new >= 0, axis=1)
         theta = {"W": jnp.where(has[:, None], Wp, theta["W"]), "a": theta["a"]}
-        return theta, S_new, changed, L, exits, entries, jnp.sum(crossed)
+        return theta, prepare(S_new), changed, L, exits, entries, jnp.sum(crossed)
 
-    return parts, value_and_vf, handle
+    return parts, value_and_vf, handle, prepare
 
 
 def _decade(t):
@@ -179,15 +207,15 @@ def _decade(t):
 
 
 def integrate(X, y, theta0, *, rtol, tail_rtol, tail_below, t_max, loss_tol, slide, K, P, max_steps):
-    parts, value_and_vf, handle = make(X, y, K, P)
+    parts, value_and_vf, handle, prepare = make(X, y, K, P)
     m = theta0["W"].shape[0]
     theta0 = {k: jnp.asarray(v) for k, v in theta0.items()}
     term = GradientFlowTerm(value_and_vf)
     solver = RKC2(report_evals=True)
     rms = jnp.sqrt(sum(jnp.sum(v**2) for v in theta0.values()) / sum(v.size for v in theta0.values()))
     atol = 1e-5 * rms
-    S0 = -jnp.ones((m, K), jnp.int64)
-    L0 = parts(theta0, S0)[0]
+    S0 = prepare(-jnp.ones((m, K), jnp.int64))
+    L0 = parts(theta0, S0["S"])[0]
 
     def controller(L):
         r = jnp.where(L < tail_below * L0, tail_rtol, rtol)
@@ -219,13 +247,13 @@ def integrate(X, y, theta0, *, rtol, tail_rtol, tail_below, t_max, loss_tol, sli
                     Z1 = y1["W"] @ X.T
                     cr = jnp.sum(jnp.sign(Z1) != jnp.sign(c["Z"]))
                     return y1, c["S"], st1, L, jnp.asarray(0), jnp.asarray(0), jnp.asarray(0), Z1, cr
-                th, S, changed, L, ex, en, cr = handle(y1, c["S"], c["Z"])
+                th, S, changed, L, ex, en, cr = handle(y1, c["S"], c["Z"], t_next - t1)
 
                 def refresh(_):
                     return dict(st1, f0=value_and_vf(t1, th, S)[1])
 
                 st2 = lax.cond(changed, refresh, lambda _: st1, None)
-                extra = 1 + changed.astype(jnp.int64)
+                extra = 1 + PREDICT + changed.astype(jnp.int64)  # the D product counted as one evaluation
                 return th, S, st2, L, extra, ex, en, th["W"] @ X.T, cr
 
             def rejected(_):
@@ -236,9 +264,9 @@ def integrate(X, y, theta0, *, rtol, tail_rtol, tail_below, t_max, loss_tol, sli
             return dict(t=jnp.where(keep, t1, t0), h=t_next - jnp.where(keep, t1, t0), theta=th, S=S, Z=Z, st=st2,
                         cs=cs1, L=L, steps=c["steps"] + 1, accepted=c["accepted"] + keep,
                         extra=c["extra"] + extra, exits=c["exits"] + ex, entries=c["entries"] + en,
-                        maxS=jnp.maximum(c["maxS"], jnp.max(jnp.sum(S >= 0, axis=1))),
-                        hist=c["hist"].at[:, _decade(t0)].add(jnp.stack([en, ex, (st2["stages"] + 0) * keep, keep.astype(jnp.int64),
-                                                                      1 - keep.astype(jnp.int64), cr])))
+                        maxS=jnp.maximum(c["maxS"], jnp.max(jnp.sum(S["S"] >= 0, axis=1))),
+                        hist=c["hist"].at[:, _decade(t0)].add(jnp.stack([
+                            en, ex, st2["stages"] * keep, keep.astype(jnp.int64), 1 - keep.astype(jnp.int64), cr])))
 
         return lax.while_loop(cond, body, c)
 
@@ -270,7 +298,11 @@ def main():
     p.add_argument("--max-steps", type=int, default=2_000_000)
     p.add_argument("--t-max", type=float, help="stop at this time (default: the run's max_time)")
     p.add_argument("--save", help="save the final parameters (.npz)")
+    p.add_argument("--predict", action="store_true", help="candidates: also the pairs predicted to cross next step")
+    p.add_argument("--hold", action="store_true", help="hold the sliding pairs on their kinks through each step")
     args = p.parse_args()
+    global PREDICT, QP_IN_FIELD
+    PREDICT, QP_IN_FIELD = args.predict, not args.hold
     spec, X, y, theta0, base = load(args.folder)
     t0 = time.perf_counter()
     out, solver_evals = integrate(X, y, theta0, rtol=args.rtol, tail_rtol=args.tail_rtol, tail_below=args.tail_below,
@@ -283,7 +315,7 @@ def main():
           f"t = {float(out['t']):.6g}, loss {float(out['L']):.3e}, steps {int(out['steps'])} "
           f"({int(out['accepted'])} accepted), evaluations {evals} (solver {solver_evals}, tests {int(out['extra'])}), "
           f"entries {int(out['entries'])}, exits {int(out['exits'])}, pairs on kinks at the end "
-          f"{int(np.sum(np.asarray(out['S']) >= 0))} (most per neuron {int(out['maxS'])}), wall {wall:.1f} s")
+          f"{int(np.sum(np.asarray(out['S']['S']) >= 0))} (most per neuron {int(out['maxS'])}), wall {wall:.1f} s")
     print("by decade of t (1e-3 .. 1e6): entries", np.asarray(out["hist"][0]).tolist(), "exits",
           np.asarray(out["hist"][1]).tolist(), "stages of accepted steps", np.asarray(out["hist"][2]).tolist(),
           "accepted", np.asarray(out["hist"][3]).tolist(), "rejected", np.asarray(out["hist"][4]).tolist(),
@@ -293,7 +325,7 @@ def main():
     for k in ours:
         print(f"  {k:22s} ours {ours[k]:.6g}  baseline {theirs[k]:.6g}")
     if args.save:
-        np.savez(args.save, W=W, a=a, S=np.asarray(out["S"]), t=float(out["t"]), h=float(out["h"]))
+        np.savez(args.save, W=W, a=a, S=np.asarray(out["S"]["S"]), t=float(out["t"]), h=float(out["h"]))
 
 
 if __name__ == "__main__":
