@@ -2,25 +2,29 @@
 
 A stored run of chistikov2023-fig1 gives the data, the initialisation and the baseline (the pipeline's RKC flow);
 this script integrates the same flow with the project's RKC2 solver and step-size controller in its own stepping
-loop, so that it can act between accepted steps:
+loop, so that it can act between accepted steps.  The pairs (neuron j, point k) held on their kink <w_j, x_k> = 0
+are the sliding set S (at most K per neuron):
 
-* **entry**: a pair (neuron j, point k) whose pre-activation z_jk = <w_j, x_k> changed sign over the step, and
-  where the field pushes towards the kink from both sides (from the inactive side d z/dt > 0, from the active
-  side d z/dt < 0), is put on the kink: w_j is projected onto {<w, x_k> = 0} and (j, k) joins the sliding set S;
-* **sliding**: for j with pairs in S the field of w_j is the field without those points, projected onto the
-  orthogonal complement of span{x_k : (j, k) in S}.  Since each point's contribution to dw_j/dt is a multiple
-  of x_k, this is the Filippov (Clarke) field dw_j/dt = F^- + sum_k alpha_k g_k with the alpha_k that keep the
-  constraints; the field is smooth while S is fixed, so the error control can take long steps;
-* **exit**: a pair leaves S when its alpha_k = beta_k / (a_j r_k) leaves [0, 1] (the field no longer pushes
-  towards the kink from both sides).
+* **the field** for a fixed S: every point's contribution to dw_j/dt is a multiple of x_k, so the Filippov (Clarke)
+  field is dw_j/dt = F_j + sum_k beta_jk x_k, with F_j the field without the pairs of S and each beta_jk between 0
+  (alpha_k = 0: point k off) and -a_j r_k (alpha_k = 1: on).  The beta's solve the box-constrained convex QP
+  min 1/2 beta^T G beta + <F_j, X_S^T beta> (G the Gram matrix of the x_k of S_j), whose KKT conditions are the
+  sliding conditions: <dw_j/dt, x_k> = 0 inside the box, <= 0 at alpha_k = 0, >= 0 at alpha_k = 1.  A primal-dual
+  active-set iteration solves it in every evaluation (`FIELD_PDAS_ITERATIONS`; G is fixed while S is);
+* **entries and exits**, after every accepted step: the pairs whose pre-activation changed sign over the step (and,
+  with `--predict`, those the field takes to their kink within the next step) join S as candidates; the QP at the
+  end point keeps those that slide (inside their box) and drops the others, old pairs included; each neuron is
+  projected onto the kinks of its pairs (a no-op to rounding for the pairs that stayed).
 
-Each accepted step costs one more evaluation (the field at the end point with the unprojected part, for the
-exit and entry tests), and one more where S changed (the first-same-as-last field of the next step): both
-counted.  With `--no-slide` the loop is the plain RKC flow (the pipeline's method; a check of the loop itself).
+Each accepted step costs one more evaluation (the field at the end point, for the tests), and one more where S
+changed (the first-same-as-last field of the next step): both counted.  With `--no-slide` the loop is the plain RKC
+flow, the pipeline's method (a check of the loop); `--freeze-after T` then keeps the activation pattern of time T to
+the end: not the flow, a measure of what a field without kinks costs.
 
     implicitbias run chistikov2023-fig1 --workers 0 --out /tmp/probe --set 'grid.data.d=[256]' \\
       'grid.data.scheme=[uncentred]' 'grid.init_scale=[0.25]' trials=1
-    python benchmarks/prototype_sliding_flow.py /tmp/probe [--no-slide] [--rtol 1e-4 --tail-rtol 1e-3]
+    python benchmarks/prototype_sliding_flow.py /tmp/probe --K 24 --P 256          # the sliding flow
+    python benchmarks/prototype_sliding_flow.py /tmp/probe --no-slide              # the pipeline's flow, this loop
 """
 
 from __future__ import annotations
@@ -79,10 +83,11 @@ def make(X, y, K: int, P: int):
         rows = jnp.broadcast_to(jnp.arange(m)[:, None], S.shape)
         return jnp.zeros((m, n), bool).at[rows, jnp.maximum(S, 0)].max(S >= 0)
 
-    def parts(theta, S, mask=None):
+    def parts(theta, S, mask=None, frozen=None):
         W, a = theta["W"], theta["a"]
         Z = W @ X.T
-        act = (Z > 0) & ~(mask_of(S) if mask is None else mask)
+        on = Z > 0 if frozen is None else jnp.where(frozen["f"], frozen["M"], Z > 0)
+        act = on & ~(mask_of(S) if mask is None else mask)
         H = jnp.where(act, Z, 0.0)
         res = a @ H - y
         rn = res / n
@@ -146,12 +151,13 @@ def make(X, y, K: int, P: int):
         on the R neurons that have kink pairs (`rows`; padded with rows without pairs): S must leave the others
         empty (`handle` does)."""
         valid, Xs, G = gram(S)
-        return dict(S=S, mask=mask_of(S), Xs=Xs, G=G, Ginv=jnp.linalg.inv(G))
+        return dict(S=S, mask=mask_of(S), Xs=Xs, G=G, Ginv=jnp.linalg.inv(G),
+                    M=jnp.zeros((S.shape[0], n), bool), f=jnp.asarray(False))
 
     def value_and_vf(t, theta, args):
         """The sliding field for a fixed set of sliding pairs: the field without them, projected row by row onto the
         orthogonal complement of the neuron's kink normals (dw_j/dt in the tangent space of its kinks)."""
-        L, FW, Fa, _, rn = parts(theta, args["S"], args["mask"])
+        L, FW, Fa, _, rn = parts(theta, args["S"], args["mask"], args)
         if QP_IN_FIELD:
             # every pair of S slides at the start of the step: the iteration starts there (all free)
             beta, _, _ = filippov(FW, theta["a"], rn, args["S"], args["Xs"], args["G"], FIELD_PDAS_ITERATIONS)
@@ -206,7 +212,8 @@ def _decade(t):
     return jnp.clip(jnp.floor(jnp.log10(jnp.maximum(t, 1e-300))).astype(jnp.int64) + 3, 0, 9)
 
 
-def integrate(X, y, theta0, *, rtol, tail_rtol, tail_below, t_max, loss_tol, slide, K, P, max_steps):
+def integrate(X, y, theta0, *, rtol, tail_rtol, tail_below, t_max, loss_tol, slide, K, P, max_steps,
+              freeze_after=float("inf")):
     parts, value_and_vf, handle, prepare = make(X, y, K, P)
     m = theta0["W"].shape[0]
     theta0 = {k: jnp.asarray(v) for k, v in theta0.items()}
@@ -246,7 +253,10 @@ def integrate(X, y, theta0, *, rtol, tail_rtol, tail_below, t_max, loss_tol, sli
                     L = value_and_vf(t1, y1, c["S"])[0]  # the pipeline reads it from the FSAL evaluation: free
                     Z1 = y1["W"] @ X.T
                     cr = jnp.sum(jnp.sign(Z1) != jnp.sign(c["Z"]))
-                    return y1, c["S"], st1, L, jnp.asarray(0), jnp.asarray(0), jnp.asarray(0), Z1, cr
+                    # --freeze-after: from then on the activation pattern of that time, whatever the signs
+                    go = (t1 > freeze_after) & ~c["S"]["f"]
+                    args = dict(c["S"], M=jnp.where(go, Z1 > 0, c["S"]["M"]), f=c["S"]["f"] | go)
+                    return y1, args, st1, L, jnp.asarray(0), jnp.asarray(0), jnp.asarray(0), Z1, cr
                 th, S, changed, L, ex, en, cr = handle(y1, c["S"], c["Z"], t_next - t1)
 
                 def refresh(_):
@@ -286,6 +296,10 @@ def angles(W, a, X, W0):
     return r
 
 
+def _rel(value, reference):
+    return abs(value - reference) / abs(reference) if reference else abs(value)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("folder")
@@ -297,8 +311,12 @@ def main():
     p.add_argument("--P", type=int, default=64, help="crossing pairs tested per step at most")
     p.add_argument("--max-steps", type=int, default=2_000_000)
     p.add_argument("--t-max", type=float, help="stop at this time (default: the run's max_time)")
+    p.add_argument("--against", help="final parameters of a reference integration (.npz of --save) to compare with")
     p.add_argument("--save", help="save the final parameters (.npz)")
     p.add_argument("--predict", action="store_true", help="candidates: also the pairs predicted to cross next step")
+    p.add_argument("--freeze-after", type=float, default=float("inf"),
+                   help="with --no-slide: keep the activation pattern of this time to the end (not the flow: a bound "
+                        "on what integrating a smooth field costs)")
     p.add_argument("--hold", action="store_true", help="hold the sliding pairs on their kinks through each step")
     args = p.parse_args()
     global PREDICT, QP_IN_FIELD
@@ -307,7 +325,7 @@ def main():
     t0 = time.perf_counter()
     out, solver_evals = integrate(X, y, theta0, rtol=args.rtol, tail_rtol=args.tail_rtol, tail_below=args.tail_below,
                                   t_max=args.t_max or spec.stop.max_time, loss_tol=spec.stop.loss_tol, slide=not args.no_slide,
-                                  K=args.K, P=args.P, max_steps=args.max_steps)
+                                  K=args.K, P=args.P, max_steps=args.max_steps, freeze_after=args.freeze_after)
     wall = time.perf_counter() - t0
     W, a = np.asarray(out["theta"]["W"]), np.asarray(out["theta"]["a"])
     evals = solver_evals + int(out["extra"])
@@ -322,8 +340,16 @@ def main():
           "sign changes", np.asarray(out["hist"][5]).tolist())
     print(f"baseline (pipeline): evaluations {base['evals']}, t = {base['time']:.6g}, loss {base['loss']:.3e}")
     ours, theirs = angles(W, a, X, theta0["W"]), angles(base["W"], base["a"], X, theta0["W"])
+    ref = None
+    if args.against:
+        f = np.load(args.against)
+        ref = angles(f["W"], f["a"], X, theta0["W"])
     for k in ours:
-        print(f"  {k:22s} ours {ours[k]:.6g}  baseline {theirs[k]:.6g}")
+        line = f"  {k:12s} ours {ours[k]:.6g}  baseline {theirs[k]:.6g}"
+        if ref is not None:
+            line += (f"  reference {ref[k]:.6g}  (ours {_rel(ours[k], ref[k]):.2%} off it, "
+                     f"baseline {_rel(theirs[k], ref[k]):.2%})")
+        print(line)
     if args.save:
         np.savez(args.save, W=W, a=a, S=np.asarray(out["S"]["S"]), t=float(out["t"]), h=float(out["h"]))
 
