@@ -49,11 +49,21 @@ from implicitbias.training.rkc import RKC2, GradientFlowTerm
 from implicitbias.training.rkc_control import CountState, gradient_flow_controller
 
 
-def load(folder):
-    run = sorted(glob.glob(os.path.join(folder, "runs", "*.nc")))[0]
-    ds = xr.open_dataset(run)
-    spec = RunSpec.model_validate(json.loads(ds.attrs["spec"]))
-    data = xr.open_dataset(sorted(glob.glob(os.path.join(folder, "data", "*.nc")))[0])
+def load(folder, trial: int = 0):
+    """(spec, X, y, theta(0), the stored run's final parameters and counts) of the run of `trial` in `folder`."""
+    for run in sorted(glob.glob(os.path.join(folder, "runs", "*.nc"))):
+        ds = xr.open_dataset(run)
+        spec = RunSpec.model_validate(json.loads(ds.attrs["spec"]))
+        if spec.trial == trial:
+            break
+    else:
+        raise SystemExit(f"no run of trial {trial} in {folder}/runs")
+    for path in sorted(glob.glob(os.path.join(folder, "data", "*.nc"))):
+        data = xr.open_dataset(path)
+        if int(data.attrs["data_seed"]) == spec.data_seed:
+            break
+    else:
+        raise SystemExit(f"no data set of seed {spec.data_seed} in {folder}/data")
     X, y = np.asarray(data["X"].values), np.asarray(data["y"].values)
     theta0 = initial_parameters(spec, X.shape[1])
     base = {"W": np.asarray(ds["theta.W"].values[0]), "a": np.asarray(ds["theta.a"].values[0]),
@@ -303,6 +313,7 @@ def _rel(value, reference):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("folder")
+    p.add_argument("--trial", type=int, default=0, help="the run of this trial in FOLDER (default 0)")
     p.add_argument("--no-slide", action="store_true")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--tail-rtol", type=float, default=1e-3)
@@ -321,7 +332,7 @@ def main():
     args = p.parse_args()
     global PREDICT, QP_IN_FIELD
     PREDICT, QP_IN_FIELD = args.predict, not args.hold
-    spec, X, y, theta0, base = load(args.folder)
+    spec, X, y, theta0, base = load(args.folder, args.trial)
     t0 = time.perf_counter()
     out, solver_evals = integrate(X, y, theta0, rtol=args.rtol, tail_rtol=args.tail_rtol, tail_below=args.tail_below,
                                   t_max=args.t_max or spec.stop.max_time, loss_tol=spec.stop.loss_tol, slide=not args.no_slide,
