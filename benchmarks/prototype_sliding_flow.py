@@ -157,16 +157,16 @@ def make(X, y, K: int, P: int):
         return beta, Xs, free
 
     def prepare(S):
-        """The arguments of the field for the kink pairs S: what stays fixed while S does.  The sliding QP is solved
-        on the R neurons that have kink pairs (`rows`; padded with rows without pairs): S must leave the others
-        empty (`handle` does)."""
+        """The arguments of the field for the kink pairs S: what stays fixed while S does (the Gram matrices of each
+        neuron's kink normals, their inverses for `--hold`), and the frozen pattern of `--freeze-after` (none yet)."""
         valid, Xs, G = gram(S)
         return dict(S=S, mask=mask_of(S), Xs=Xs, G=G, Ginv=jnp.linalg.inv(G),
                     M=jnp.zeros((S.shape[0], n), bool), f=jnp.asarray(False))
 
     def value_and_vf(t, theta, args):
-        """The sliding field for a fixed set of sliding pairs: the field without them, projected row by row onto the
-        orthogonal complement of the neuron's kink normals (dw_j/dt in the tangent space of its kinks)."""
+        """The Filippov field for a fixed set S of kink pairs: the field without them plus, for each neuron, the
+        combination of its kink normals that the sliding QP gives (with `--hold`: the field without them projected
+        onto the tangent space of the neuron's kinks, every pair held on its kink)."""
         L, FW, Fa, _, rn = parts(theta, args["S"], args["mask"], args)
         if QP_IN_FIELD:
             # every pair of S slides at the start of the step: the iteration starts there (all free)
