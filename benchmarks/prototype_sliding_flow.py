@@ -72,18 +72,17 @@ def load(folder, trial: int = 0):
     return spec, X, y, theta0, base
 
 
-#: primal-dual active-set iterations of the sliding QP (exact once the active set is found: a few for K <= 8)
+#: primal-dual active-set iterations of the sliding QP at the end of a step (exact once the active set is found;
+#: 6 and 3 gave the same evaluations on the probe at K = 24)
 PDAS_ITERATIONS = 6
 #: in the field, where every pair of S slid at the start of the step
 FIELD_PDAS_ITERATIONS = 3
-#: also take as candidates the pairs predicted to reach their kink within the next step (`--predict`)
-PREDICT = False
-#: solve the sliding QP in every evaluation of the field (a pair leaves its kink inside a step), or hold the sliding
-#: pairs of the last accepted step on their kinks until the next one (`--hold`)
-QP_IN_FIELD = True
 
 
-def make(X, y, K: int, P: int):
+def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hold: bool = False):
+    """The pieces of the flow (parts, value_and_vf, handle, prepare).  slide=False: the plain field (no QP);
+    predict: also take as candidates the pairs the field takes to their kink within the next step; hold: keep the
+    sliding pairs of the last accepted step on their kinks through the next step (a projection, no QP in the field)."""
     X = jnp.asarray(X)
     y = jnp.asarray(y)
     n = X.shape[0]
@@ -160,7 +159,7 @@ def make(X, y, K: int, P: int):
         """The arguments of the field for the kink pairs S: what stays fixed while S does (the Gram matrices of each
         neuron's kink normals, their inverses for `--hold`), and the frozen pattern of `--freeze-after` (none yet)."""
         valid, Xs, G = gram(S)
-        return dict(S=S, mask=mask_of(S), Xs=Xs, G=G, Ginv=jnp.linalg.inv(G),
+        return dict(S=S, mask=mask_of(S), Xs=Xs, G=G, Ginv=jnp.linalg.inv(G) if hold else None,
                     M=jnp.zeros((S.shape[0], n), bool), f=jnp.asarray(False))
 
     def value_and_vf(t, theta, args):
@@ -168,7 +167,9 @@ def make(X, y, K: int, P: int):
         combination of its kink normals that the sliding QP gives (with `--hold`: the field without them projected
         onto the tangent space of the neuron's kinks, every pair held on its kink)."""
         L, FW, Fa, _, rn = parts(theta, args["S"], args["mask"], args)
-        if QP_IN_FIELD:
+        if not slide:
+            return L, {"W": FW, "a": Fa}
+        if not hold:
             # every pair of S slides at the start of the step: the iteration starts there (all free)
             beta, _, _ = filippov(FW, theta["a"], rn, args["S"], args["Xs"], args["G"], FIELD_PDAS_ITERATIONS)
             return L, {"W": FW + jnp.einsum("mk,mkd->md", beta, args["Xs"]), "a": Fa}
@@ -183,12 +184,12 @@ def make(X, y, K: int, P: int):
         S = args["S"]
         L, FW, Fa, Z1, rn = parts(theta, S, args["mask"])
         a = theta["a"]
-        crossed = (jnp.sign(Z1) != jnp.sign(Z0)) & ~mask_of(S)
+        crossed = (jnp.sign(Z1) != jnp.sign(Z0)) & ~args["mask"]
         cand = crossed
-        if PREDICT:
+        if predict:
             # and the pairs that the field takes to their kink within the next step
             D = FW @ X.T
-            cand = cand | ((jnp.abs(Z1) <= h_next * jnp.abs(D)) & (Z1 * D < 0) & ~mask_of(S))
+            cand = cand | ((jnp.abs(Z1) <= h_next * jnp.abs(D)) & (Z1 * D < 0) & ~args["mask"])
         score, idx = lax.top_k(cand.ravel().astype(jnp.float64), P)
         jp, kp = idx // crossed.shape[1], idx % crossed.shape[1]
 
@@ -223,8 +224,8 @@ def _decade(t):
 
 
 def integrate(X, y, theta0, *, rtol, tail_rtol, tail_below, t_max, loss_tol, slide, K, P, max_steps,
-              freeze_after=float("inf")):
-    parts, value_and_vf, handle, prepare = make(X, y, K, P)
+              freeze_after=float("inf"), predict=False, hold=False):
+    parts, value_and_vf, handle, prepare = make(X, y, K, P, slide=slide, predict=predict, hold=hold)
     m = theta0["W"].shape[0]
     theta0 = {k: jnp.asarray(v) for k, v in theta0.items()}
     term = GradientFlowTerm(value_and_vf)
@@ -260,7 +261,8 @@ def integrate(X, y, theta0, *, rtol, tail_rtol, tail_below, t_max, loss_tol, sli
 
             def accepted(_):
                 if not slide:
-                    L = value_and_vf(t1, y1, c["S"])[0]  # the pipeline reads it from the FSAL evaluation: free
+                    # the loss at y1 (a forward pass, not counted: the pipeline reads it from the FSAL evaluation)
+                    L = parts(y1, c["S"]["S"], c["S"]["mask"], c["S"])[0]
                     Z1 = y1["W"] @ X.T
                     cr = jnp.sum(jnp.sign(Z1) != jnp.sign(c["Z"]))
                     # --freeze-after: from then on the activation pattern of that time, whatever the signs
@@ -273,7 +275,7 @@ def integrate(X, y, theta0, *, rtol, tail_rtol, tail_below, t_max, loss_tol, sli
                     return dict(st1, f0=value_and_vf(t1, th, S)[1])
 
                 st2 = lax.cond(changed, refresh, lambda _: st1, None)
-                extra = 1 + PREDICT + changed.astype(jnp.int64)  # the D product counted as one evaluation
+                extra = 1 + int(predict) + changed.astype(jnp.int64)  # the D product counted as one evaluation
                 return th, S, st2, L, extra, ex, en, th["W"] @ X.T, cr
 
             def rejected(_):
@@ -330,13 +332,12 @@ def main():
                         "on what integrating a smooth field costs)")
     p.add_argument("--hold", action="store_true", help="hold the sliding pairs on their kinks through each step")
     args = p.parse_args()
-    global PREDICT, QP_IN_FIELD
-    PREDICT, QP_IN_FIELD = args.predict, not args.hold
     spec, X, y, theta0, base = load(args.folder, args.trial)
     t0 = time.perf_counter()
     out, solver_evals = integrate(X, y, theta0, rtol=args.rtol, tail_rtol=args.tail_rtol, tail_below=args.tail_below,
                                   t_max=args.t_max or spec.stop.max_time, loss_tol=spec.stop.loss_tol, slide=not args.no_slide,
-                                  K=args.K, P=args.P, max_steps=args.max_steps, freeze_after=args.freeze_after)
+                                  K=args.K, P=args.P, max_steps=args.max_steps, freeze_after=args.freeze_after,
+                                  predict=args.predict, hold=args.hold)
     wall = time.perf_counter() - t0
     W, a = np.asarray(out["theta"]["W"]), np.asarray(out["theta"]["a"])
     evals = solver_evals + int(out["extra"])
