@@ -17,6 +17,9 @@ format of a line is "- module: imported name, imported name (why)".
 - implicitbias.metrics.fits: scipy.optimize, scipy.stats (each used by one fit only; scipy.optimize costs about
   0.3 s)
 - implicitbias.reference._common: cvxpy (about 1.5 s to import; only the convex references solve with it)
+- implicitbias.reference.greedy_low_rank: scipy.integrate (about 0.3 s to import; the package imports this module,
+  so every process that loads the references paid it, a Dask worker's included, while only the greedy low-rank
+  path of arora2019 integrates with it)
 - implicitbias.reference.interpolators: cvxpy (as above)
 - implicitbias.reference.multiclass_svm: cvxpy (as above)
 - implicitbias.reference.svm: cvxpy (as above)

@@ -23,7 +23,6 @@ import dataclasses
 import numbers
 
 import numpy as np
-import scipy.integrate
 import scipy.optimize
 
 from implicitbias._spec import ConfigError
@@ -149,7 +148,9 @@ def _flow(U, V, grad_f, symmetric, gtol):
 
     small_gradient.terminal = True
     z0 = U.ravel() if symmetric else np.concatenate([U.ravel(), V.ravel()])
-    sol = scipy.integrate.solve_ivp(
+    from scipy.integrate import solve_ivp  # deferred: see implicitbias/_deferred.py
+
+    sol = solve_ivp(
         lambda t, z: -fun(z)[1], (0.0, 1e9), z0, method="LSODA", rtol=1e-10, atol=1e-14, events=small_gradient
     )
     z = sol.y[:, -1]

@@ -135,11 +135,16 @@ class HyperbolicPotential(MirrorPotential):
             far = np.sign(w) * (np.log(2.0) + np.log(np.where(big, np.abs(w), 1.0)) - np.log(self.beta))
         return np.where(big, far, np.arcsinh(safe))
 
-    def _exp_parts(self, theta):
-        """(beta sinh(theta), beta cosh(theta)) without overflow of cosh where beta cosh is finite."""
+    def _exp_parts(self, theta, parts: str = "sc"):
+        """(beta sinh(theta), beta cosh(theta)) without overflow of cosh where beta cosh is finite.  `parts`:
+        "s" or "c" computes only that one (the other is None) where every |theta| <= 20, the same values; the
+        mirror flow of `woodworth2020` evaluates the inverse map ~10^5 times a check."""
         theta = _vec(theta)
         a = np.abs(theta)
         small = a <= 20.0
+        if small.all():  # the same values as the general branch below, without its far-tail arithmetic
+            return (self.beta * np.sinh(theta) if "s" in parts else None,
+                    self.beta * np.cosh(theta) if "c" in parts else None)
         ts = np.where(small, theta, 0.0)
         with np.errstate(over="ignore"):
             half = np.exp(np.where(small, 0.0, a) + np.log(self.beta) - np.log(2.0))
@@ -149,13 +154,13 @@ class HyperbolicPotential(MirrorPotential):
         return sinh, cosh
 
     def inverse_mirror_map(self, theta) -> np.ndarray:
-        return self._exp_parts(theta)[0]
+        return self._exp_parts(theta, "s")[0]
 
     def conjugate(self, theta) -> float:
-        return float(np.sum(self._exp_parts(theta)[1]))
+        return float(np.sum(self._exp_parts(theta, "c")[1]))
 
     def conjugate_curvature(self, theta) -> np.ndarray:
-        return self._exp_parts(theta)[1]
+        return self._exp_parts(theta, "c")[1]
 
     def divergence(self, w, w0) -> float:
         """D_psi(w, w0) = sum w (arcsinh(w/beta) - arcsinh(w0/beta)) - (sqrt(w^2 + beta^2) - sqrt(w0^2 + beta^2)),
