@@ -4,8 +4,8 @@ Importing the package enables float64 in JAX: every number the tool reports is
 computed in double precision unless a model or a run asks for float32 explicitly.
 It also turns on JAX's persistent compilation cache (under ~/.cache/implicitbias, or
 $IMPLICITBIAS_CACHE_DIR; set IMPLICITBIAS_JAX_CACHE=0 to disable it).  Programs that compile in under
-0.5 s are not written to it (writing one costs about as much as compiling a small one);
-$IMPLICITBIAS_CACHE_MIN_COMPILE_S changes that threshold.
+0.5 s are not written to it; $IMPLICITBIAS_CACHE_MIN_COMPILE_S changes that threshold (the test suite
+sets 0: its many processes compile the same small programs).
 """
 
 # helper modules under private names: `dir(implicitbias)` and tab completion show the package's own names only
