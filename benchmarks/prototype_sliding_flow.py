@@ -79,10 +79,13 @@ PDAS_ITERATIONS = 6
 FIELD_PDAS_ITERATIONS = 3
 
 
-def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hold: bool = False):
+def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hold: bool = False,
+         free_first: bool = False):
     """The pieces of the flow (parts, value_and_vf, handle, prepare).  slide=False: the plain field (no QP);
     predict: also take as candidates the pairs the field takes to their kink within the next step; hold: keep the
-    sliding pairs of the last accepted step on their kinks through the next step (a projection, no QP in the field)."""
+    sliding pairs of the last accepted step on their kinks through the next step (a projection, no QP in the field);
+    free_first: the field's QP from the inverse Gram matrices where every pair slides, the active-set iteration only
+    where one has left its box (the same field up to rounding)."""
     X = jnp.asarray(X)
     y = jnp.asarray(y)
     n = X.shape[0]
@@ -159,7 +162,7 @@ def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hol
         """The arguments of the field for the kink pairs S: what stays fixed while S does (the Gram matrices of each
         neuron's kink normals, their inverses for `--hold`), and the frozen pattern of `--freeze-after` (none yet)."""
         valid, Xs, G = gram(S)
-        return dict(S=S, mask=mask_of(S), Xs=Xs, G=G, Ginv=jnp.linalg.inv(G) if hold else None,
+        return dict(S=S, mask=mask_of(S), Xs=Xs, G=G, Ginv=jnp.linalg.inv(G) if (hold or free_first) else None,
                     M=jnp.zeros((S.shape[0], n), bool), f=jnp.asarray(False))
 
     def value_and_vf(t, theta, args):
@@ -169,6 +172,20 @@ def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hol
         L, FW, Fa, _, rn = parts(theta, args["S"], args["mask"], args)
         if not slide:
             return L, {"W": FW, "a": Fa}
+        if not hold and free_first:
+            # every pair of S slid at the start of the step: where every one still slides (the unconstrained
+            # minimiser -G^-1 b inside its box) that minimiser is the QP's solution, from the inverse Gram matrices
+            # fixed while S is (two batched matrix-vector products); the active-set iteration, with its batched
+            # LU solves, runs only where some pair has left its box
+            valid = args["S"] >= 0
+            b = jnp.einsum("mkd,md->mk", args["Xs"], FW)
+            beta0 = jnp.where(valid, -jnp.einsum("mkl,ml->mk", args["Ginv"], b), 0.0)
+            full = -theta["a"][:, None] * rn[jnp.maximum(args["S"], 0)]
+            inside = (beta0 >= jnp.minimum(0.0, full)) & (beta0 <= jnp.maximum(0.0, full))
+            beta = lax.cond(jnp.all(inside | ~valid), lambda: beta0,
+                            lambda: filippov(FW, theta["a"], rn, args["S"], args["Xs"], args["G"],
+                                             FIELD_PDAS_ITERATIONS)[0])
+            return L, {"W": FW + jnp.einsum("mk,mkd->md", beta, args["Xs"]), "a": Fa}
         if not hold:
             # every pair of S slides at the start of the step: the iteration starts there (all free)
             beta, _, _ = filippov(FW, theta["a"], rn, args["S"], args["Xs"], args["G"], FIELD_PDAS_ITERATIONS)
@@ -224,8 +241,9 @@ def _decade(t):
 
 
 def integrate(X, y, theta0, *, rtol, tail_rtol, tail_below, t_max, loss_tol, slide, K, P, max_steps,
-              freeze_after=float("inf"), predict=False, hold=False):
-    parts, value_and_vf, handle, prepare = make(X, y, K, P, slide=slide, predict=predict, hold=hold)
+              freeze_after=float("inf"), predict=False, hold=False, free_first=False):
+    parts, value_and_vf, handle, prepare = make(X, y, K, P, slide=slide, predict=predict, hold=hold,
+                                                free_first=free_first)
     m = theta0["W"].shape[0]
     theta0 = {k: jnp.asarray(v) for k, v in theta0.items()}
     term = GradientFlowTerm(value_and_vf)
@@ -331,13 +349,15 @@ def main():
                    help="with --no-slide: keep the activation pattern of this time to the end (not the flow: a bound "
                         "on what integrating a smooth field costs)")
     p.add_argument("--hold", action="store_true", help="hold the sliding pairs on their kinks through each step")
+    p.add_argument("--free-first", action="store_true",
+                   help="the field's QP from the inverse Gram matrices where every pair still slides (the same field)")
     args = p.parse_args()
     spec, X, y, theta0, base = load(args.folder, args.trial)
     t0 = time.perf_counter()
     out, solver_evals = integrate(X, y, theta0, rtol=args.rtol, tail_rtol=args.tail_rtol, tail_below=args.tail_below,
                                   t_max=args.t_max or spec.stop.max_time, loss_tol=spec.stop.loss_tol, slide=not args.no_slide,
                                   K=args.K, P=args.P, max_steps=args.max_steps, freeze_after=args.freeze_after,
-                                  predict=args.predict, hold=args.hold)
+                                  predict=args.predict, hold=args.hold, free_first=args.free_first)
     wall = time.perf_counter() - t0
     W, a = np.asarray(out["theta"]["W"]), np.asarray(out["theta"]["a"])
     evals = solver_evals + int(out["extra"])
