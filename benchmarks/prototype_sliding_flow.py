@@ -107,10 +107,16 @@ def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hol
         Fa = -(H @ rn)
         return 0.5 * jnp.mean(res**2), FW, Fa, Z, rn
 
+    XX = X @ X.T  # the Gram matrix of the data, once: each neuron's is a gather from it
+
     def gram(S):
+        """(valid, the kink normals x_k of each neuron's pairs (m, K, d), their Gram matrices (m, K, K), the identity
+        on the empty slots).  Gathered from X X^T: a batched product of 200 x 24 x 256 blocks took 3.4 ms."""
         valid = S >= 0
-        Xs = X[jnp.maximum(S, 0)] * valid[..., None]  # (m, K, d)
-        G = jnp.einsum("mkd,mld->mkl", Xs, Xs) + jnp.eye(S.shape[1]) * (~valid)[:, None, :]
+        Sc = jnp.maximum(S, 0)
+        Xs = X[Sc] * valid[..., None]  # (m, K, d)
+        both = valid[:, :, None] & valid[:, None, :]
+        G = jnp.where(both, XX[Sc[:, :, None], Sc[:, None, :]], 0.0) + jnp.eye(S.shape[1]) * (~valid)[:, None, :]
         return valid, Xs, G
 
     def project(V, S):
@@ -154,7 +160,18 @@ def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hol
             return A_lo, A_hi
 
         none = jnp.zeros_like(valid)
-        sets = lax.fori_loop(0, PDAS_ITERATIONS if iterations is None else iterations, update, (none, none))
+        limit = PDAS_ITERATIONS if iterations is None else iterations
+
+        # until the active sets stop changing (a fixed point: further iterations change nothing), at most `limit`
+        def unsettled(c):
+            i, sets, prev = c
+            return (i < limit) & ((i == 0) | jnp.any((sets[0] != prev[0]) | (sets[1] != prev[1])))
+
+        def iterate(c):
+            i, sets, _ = c
+            return i + 1, update(i, sets), sets
+
+        _, sets, _ = lax.while_loop(unsettled, iterate, (jnp.asarray(0), (none, none), (none, none)))
         beta, free = solve(sets)
         return beta, Xs, free
 
@@ -207,18 +224,22 @@ def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hol
             # and the pairs that the field takes to their kink within the next step
             D = FW @ X.T
             cand = cand | ((jnp.abs(Z1) <= h_next * jnp.abs(D)) & (Z1 * D < 0) & ~args["mask"])
-        score, idx = lax.top_k(cand.ravel().astype(jnp.float64), P)
+        # the first P candidates in index order (what top_k of the 0/1 scores gave, at a fraction of its cost: 5.9 ms
+        # for 200 x 256 pairs)
+        (idx,) = jnp.nonzero(cand.ravel(), size=P, fill_value=0)
+        score = jnp.arange(P) < jnp.sum(cand)
         jp, kp = idx // crossed.shape[1], idx % crossed.shape[1]
 
-        def add(p, carry):
-            S_, added = carry
-            row = S_[jp[p]]
-            free = row < 0
-            slot = jnp.argmax(free)
-            ok = (score[p] > 0) & jnp.any(free)
-            return S_.at[jp[p], slot].set(jnp.where(ok, kp[p], row[slot])), added.at[p].set(ok)
-
-        S_cand, added = lax.fori_loop(0, P, add, (S, jnp.zeros(P, bool)))
+        # the r-th candidate of neuron j (in top_k's order) takes the r-th free slot of its row, while there is one
+        # (all at once: a sequential loop over the P candidates took several ms a step)
+        m_ = S.shape[0]
+        onehot = (jp[:, None] == jnp.arange(m_)[None, :]) & (score[:, None] > 0)
+        rank = jnp.take_along_axis(jnp.cumsum(onehot, axis=0) - 1, jp[:, None], axis=1)[:, 0]
+        free = S < 0
+        free_slots = jnp.argsort(~free, axis=1, stable=True)  # each row's free slots first, in order
+        added = (score > 0) & (rank < jnp.sum(free, axis=1)[jp])
+        slot = jnp.take_along_axis(free_slots[jp], jnp.clip(rank, 0, S.shape[1] - 1)[:, None], axis=1)[:, 0]
+        S_cand = S.at[jnp.where(added, jp, m_), slot].set(kp, mode="drop")
         # the field without the candidates: remove the contribution -a_j r_k x_k of those on the active side
         on = added & (Z1[jp, kp] > 0)
         FW = FW.at[jp].add(jnp.where(on, a[jp] * rn[kp], 0.0)[:, None] * X[kp])
