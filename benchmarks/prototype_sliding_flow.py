@@ -179,13 +179,38 @@ def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hol
         """The arguments of the field for the kink pairs S: what stays fixed while S does (the Gram matrices of each
         neuron's kink normals, their inverses for `--hold`), and the frozen pattern of `--freeze-after` (none yet)."""
         valid, Xs, G = gram(S)
-        return dict(S=S, mask=mask_of(S), Xs=Xs, G=G, Ginv=jnp.linalg.inv(G) if (hold or free_first) else None,
+        # the held field needs no kink normals (it works with X itself): 200 x 24 x 256 floats (10 MB) fewer to read
+        return dict(S=S, mask=mask_of(S), Xs=None if hold else Xs, G=G,
+                    Ginv=jnp.linalg.inv(G) if (hold or free_first) else None,
                     M=jnp.zeros((S.shape[0], n), bool), f=jnp.asarray(False))
+
+    def held_field(theta, args):
+        """The field without the pairs of S, projected onto the tangent space of each neuron's kinks: dW/dt =
+        (C - B) X, where C X is the field without them (C_jk = -a_j r_k / n on the active pairs), and B holds the
+        coefficients beta_j = G_j^-1 <C_j X, x_k> (k in S_j), <C_j X, x_k> read from C (X X^T), X X^T computed once:
+        three products of m x n x d over all neurons (the gradient's two and one), no batched (m, K, d) array."""
+        W, a = theta["W"], theta["a"]
+        S_ = args["S"]
+        valid = S_ >= 0
+        Sc = jnp.maximum(S_, 0)
+        Z = W @ X.T
+        act = (Z > 0) & ~args["mask"]
+        H = jnp.where(act, Z, 0.0)
+        res = a @ H - y
+        rn = res / n
+        C = -(a[:, None] * jnp.where(act, rn[None, :], 0.0))
+        b = jnp.where(valid, jnp.take_along_axis(C @ XX, Sc, axis=1), 0.0)
+        beta = jnp.where(valid, jnp.einsum("mkl,ml->mk", args["Ginv"], b), 0.0)
+        rows = jnp.broadcast_to(jnp.arange(S_.shape[0])[:, None], S_.shape)
+        B = jnp.zeros_like(C).at[rows, Sc].add(beta)
+        return 0.5 * jnp.mean(res**2), {"W": (C - B) @ X, "a": -(H @ rn)}
 
     def value_and_vf(t, theta, args):
         """The Filippov field for a fixed set S of kink pairs: the field without them plus, for each neuron, the
         combination of its kink normals that the sliding QP gives (with `--hold`: the field without them projected
         onto the tangent space of the neuron's kinks, every pair held on its kink)."""
+        if slide and hold:
+            return held_field(theta, args)
         L, FW, Fa, _, rn = parts(theta, args["S"], args["mask"], args)
         if not slide:
             return L, {"W": FW, "a": Fa}
@@ -207,8 +232,7 @@ def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hol
             # every pair of S slides at the start of the step: the iteration starts there (all free)
             beta, _, _ = filippov(FW, theta["a"], rn, args["S"], args["Xs"], args["G"], FIELD_PDAS_ITERATIONS)
             return L, {"W": FW + jnp.einsum("mk,mkd->md", beta, args["Xs"]), "a": Fa}
-        beta = jnp.einsum("mkl,ml->mk", args["Ginv"], jnp.einsum("mkd,md->mk", args["Xs"], FW))
-        return L, {"W": FW - jnp.einsum("mk,mkd->md", beta, args["Xs"]), "a": Fa}
+        raise AssertionError("unreachable: the held field is `held_field`")
 
     def handle(theta, args, Z0, h_next):
         """At the end of an accepted step: the pairs that crossed their kink over the step join the kink pairs as
