@@ -95,7 +95,9 @@ def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hol
         rows = jnp.broadcast_to(jnp.arange(m)[:, None], S.shape)
         return jnp.zeros((m, n), bool).at[rows, jnp.maximum(S, 0)].max(S >= 0)
 
-    def parts(theta, S, mask=None, frozen=None):
+    def forward(theta, S, mask=None, frozen=None):
+        """(loss, C, H, Z, r / n) without the pairs of S: the field of W without them is C X (C_jk = -a_j r_k / n on
+        the active pairs), that of a is -H r / n."""
         W, a = theta["W"], theta["a"]
         Z = W @ X.T
         on = Z > 0 if frozen is None else jnp.where(frozen["f"], frozen["M"], Z > 0)
@@ -103,9 +105,12 @@ def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hol
         H = jnp.where(act, Z, 0.0)
         res = a @ H - y
         rn = res / n
-        FW = -(a[:, None] * jnp.where(act, rn[None, :], 0.0)) @ X
-        Fa = -(H @ rn)
-        return 0.5 * jnp.mean(res**2), FW, Fa, Z, rn
+        C = -(a[:, None] * jnp.where(act, rn[None, :], 0.0))
+        return 0.5 * jnp.mean(res**2), C, H, Z, rn
+
+    def parts(theta, S, mask=None, frozen=None):
+        L, C, H, Z, rn = forward(theta, S, mask, frozen)
+        return L, C @ X, -(H @ rn), Z, rn
 
     XX = X @ X.T  # the Gram matrix of the data, once: each neuron's is a gather from it
 
@@ -189,21 +194,15 @@ def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hol
         (C - B) X, where C X is the field without them (C_jk = -a_j r_k / n on the active pairs), and B holds the
         coefficients beta_j = G_j^-1 <C_j X, x_k> (k in S_j), <C_j X, x_k> read from C (X X^T), X X^T computed once:
         three products of m x n x d over all neurons (the gradient's two and one), no batched (m, K, d) array."""
-        W, a = theta["W"], theta["a"]
         S_ = args["S"]
         valid = S_ >= 0
         Sc = jnp.maximum(S_, 0)
-        Z = W @ X.T
-        act = (Z > 0) & ~args["mask"]
-        H = jnp.where(act, Z, 0.0)
-        res = a @ H - y
-        rn = res / n
-        C = -(a[:, None] * jnp.where(act, rn[None, :], 0.0))
+        L, C, H, _, rn = forward(theta, S_, args["mask"])
         b = jnp.where(valid, jnp.take_along_axis(C @ XX, Sc, axis=1), 0.0)
         beta = jnp.where(valid, jnp.einsum("mkl,ml->mk", args["Ginv"], b), 0.0)
         rows = jnp.broadcast_to(jnp.arange(S_.shape[0])[:, None], S_.shape)
         B = jnp.zeros_like(C).at[rows, Sc].add(beta)
-        return 0.5 * jnp.mean(res**2), {"W": (C - B) @ X, "a": -(H @ rn)}
+        return L, {"W": (C - B) @ X, "a": -(H @ rn)}
 
     def value_and_vf(t, theta, args):
         """The Filippov field for a fixed set S of kink pairs: the field without them plus, for each neuron, the
@@ -214,7 +213,7 @@ def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hol
         L, FW, Fa, _, rn = parts(theta, args["S"], args["mask"], args)
         if not slide:
             return L, {"W": FW, "a": Fa}
-        if not hold and free_first:
+        if free_first:
             # every pair of S slid at the start of the step: where every one still slides (the unconstrained
             # minimiser -G^-1 b inside its box) that minimiser is the QP's solution, from the inverse Gram matrices
             # fixed while S is (two batched matrix-vector products); the active-set iteration, with its batched
@@ -228,11 +227,9 @@ def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hol
                             lambda: filippov(FW, theta["a"], rn, args["S"], args["Xs"], args["G"],
                                              FIELD_PDAS_ITERATIONS)[0])
             return L, {"W": FW + jnp.einsum("mk,mkd->md", beta, args["Xs"]), "a": Fa}
-        if not hold:
-            # every pair of S slides at the start of the step: the iteration starts there (all free)
-            beta, _, _ = filippov(FW, theta["a"], rn, args["S"], args["Xs"], args["G"], FIELD_PDAS_ITERATIONS)
-            return L, {"W": FW + jnp.einsum("mk,mkd->md", beta, args["Xs"]), "a": Fa}
-        raise AssertionError("unreachable: the held field is `held_field`")
+        # every pair of S slides at the start of the step: the iteration starts there (all free)
+        beta, _, _ = filippov(FW, theta["a"], rn, args["S"], args["Xs"], args["G"], FIELD_PDAS_ITERATIONS)
+        return L, {"W": FW + jnp.einsum("mk,mkd->md", beta, args["Xs"]), "a": Fa}
 
     def handle(theta, args, Z0, h_next):
         """At the end of an accepted step: the pairs that crossed their kink over the step join the kink pairs as
