@@ -172,3 +172,56 @@ def test_theorem_42_note_follows_the_sign(srank, words, not_words):
     assert f"srank at init {srank[0]:.4g}" in verdict.note
     assert words in verdict.note and not_words not in verdict.note
     assert verdict.measured == pytest.approx(max(srank[1:]))   # the number is the same as before
+
+
+@pytest.mark.parametrize("mathtext, plain", [
+    (r"$\mathdefault{10^{-3}}$", "10⁻³"),
+    (r"$\mathdefault{10^{12}}$", "10¹²"),
+    (r"$\mathdefault{10^{0}}$", "10⁰"),
+    (r"$\mathdefault{2\times10^{-1}}$", "2×10⁻¹"),
+    (r"$\mathdefault{-10^{2}}$", "\u221210²"),  # symlog: negative ticks
+    (r"$\mathdefault{0.1}$", "0.1"),
+    (r"$\mathdefault{0}$", "0"),
+    ("", ""),
+    (r"$\alpha$", r"$\alpha$"),  # anything else is left as it was
+])
+def test_plain_power_label(mathtext, plain):
+    from implicitbias.experiments.figures import plain_power_label
+
+    assert plain_power_label(mathtext) == plain
+
+
+@pytest.mark.parametrize("limits", [(1e-8, 10.0), (0.2, 3.0)])  # many decades (majors only) and a few (minors labelled)
+def test_rendered_log_axes_label_the_same_ticks_in_plain_text(limits):
+    """`Figure.render` labels log axes with `PowerLabels`: the same ticks, each label matplotlib's own mathtext
+    label converted (no mathtext left), in the PNG as in the PDF."""
+    from matplotlib.ticker import LogFormatterSciNotation
+
+    from implicitbias.experiments.figures import PowerLabels, plain_power_label
+
+    def draw(results):
+        fig, (ax,) = panels(1)
+        ax.plot(limits, limits)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        return fig
+
+    fig = Figure("f", TITLE, draw).render(None)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert isinstance(ax.yaxis.get_major_formatter(), PowerLabels)
+    ours = [(t.get_position(), t.get_text()) for t in ax.yaxis.get_ticklabels(which="both")]
+    for getter, setter in ((ax.yaxis.get_major_formatter, ax.yaxis.set_major_formatter),
+                           (ax.yaxis.get_minor_formatter, ax.yaxis.set_minor_formatter)):
+        mathtext = LogFormatterSciNotation.__new__(LogFormatterSciNotation)
+        mathtext.__dict__.update(getter().__dict__)
+        setter(mathtext)
+    fig.canvas.draw()
+    theirs = [(t.get_position(), t.get_text()) for t in ax.yaxis.get_ticklabels(which="both")]
+    assert [p for p, _ in ours] == [p for p, _ in theirs]
+    assert [s for _, s in ours] == [plain_power_label(s) for _, s in theirs]
+    assert any(s for _, s in ours) and not any("$" in s for _, s in ours)
+    assert any("$" in s for _, s in theirs)  # the control: matplotlib's own labels are mathtext
+    for fmt in ("png", "pdf"):
+        fig.savefig(io.BytesIO(), format=fmt)
+    plt.close(fig)

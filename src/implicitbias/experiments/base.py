@@ -32,10 +32,11 @@ class Figure:
     def render(self, results):
         """`draw(results)`, headed by `heading` (wrapped to the figure's width) and laid out so that a plain
         `savefig` keeps the heading clear of the panels and every label inside the figure (`headline`)."""
-        from implicitbias.experiments.figures import headline  # matplotlib only when a figure is drawn
+        from implicitbias.experiments.figures import headline, plain_log_labels  # matplotlib only when drawn
 
         fig = self.draw(results)
         headline(fig, self.heading)
+        plain_log_labels(fig)
         return fig
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import LogFormatterSciNotation, NullLocator
 
 #: readable axis labels of the recorded quantities (docs/science/quantities.md), by recorded name
 METRIC_LABELS = {
@@ -143,6 +143,52 @@ def thin_log_axes(fig, decades: float = 3.0):
             lo, hi = sorted(limits)
             if axis.get_scale() == "log" and lo > 0 and np.log10(hi / lo) > decades:
                 axis.set_minor_locator(NullLocator())
+
+
+#: digits and minus as Unicode superscripts, for exponents written as plain text
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def plain_power_label(label: str) -> str:
+    """A log axis's mathtext tick label (`$\\mathdefault{10^{-3}}$`, `$\\mathdefault{2\\times10^{1}}$`,
+    `$\\mathdefault{0.1}$`) as the same text without mathtext (`10⁻³`, `2×10¹`, `0.1`); any other label is
+    returned unchanged."""
+    whole = re.fullmatch(r"\$\\mathdefault\{(.*)\}\$", label)
+    if whole is None:
+        return label
+    body = whole[1]
+    power = re.fullmatch(r"(-?)(?:([0-9.]+)\\times)?([0-9.]+)\^\{(-?[0-9]+)\}", body)
+    if power is not None:
+        sign, coeff, base, exponent = power.groups()
+        return ("\u2212" if sign else "") + (f"{coeff}×" if coeff else "") + base + exponent.translate(_SUPERSCRIPT)
+    if re.fullmatch(r"-?[0-9.]+", body):
+        return body.replace("-", "\u2212")
+    return label
+
+
+class PowerLabels(LogFormatterSciNotation):
+    """matplotlib's log-axis labels (`LogFormatterSciNotation`: the same ticks labelled, the same numbers) as
+    plain text with Unicode superscripts instead of mathtext.  Parsing mathtext was a quarter of the time of
+    writing a figure: every tick label parsed again for the layout, the PNG and the PDF (each at its own dpi).
+    `python benchmarks/bench_figures.py --labels` measures it."""
+
+    def __call__(self, x, pos=None):
+        return plain_power_label(super().__call__(x, pos))
+
+
+def plain_log_labels(fig) -> None:
+    """Label every log (and symlog) axis of `fig` with `PowerLabels` where it has matplotlib's default
+    formatter; a formatter of the figure's own is kept.  Call it once the scales are set (a scale set later
+    brings its default formatter back)."""
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for get, put in ((axis.get_major_formatter, axis.set_major_formatter),
+                             (axis.get_minor_formatter, axis.set_minor_formatter)):
+                old = get()
+                if type(old) is LogFormatterSciNotation and not matplotlib.rcParams["text.usetex"]:
+                    new = PowerLabels.__new__(PowerLabels)
+                    new.__dict__.update(old.__dict__)  # base, labelOnlyBase, thresholds, linthresh as they were
+                    put(new)
 
 
 def lay_out_once(fig) -> None:
