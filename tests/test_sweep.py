@@ -190,8 +190,13 @@ def _cli(out: Path, *extra: str, trials: int = 2) -> subprocess.Popen:
 
 
 def _workers_of(pid: int) -> list[int]:
+    """Every process under `pid`: its children and theirs (local workers are forked from a forkserver child)."""
     children = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(p) for p in children.read_text().split()] if children.exists() else []
+    try:
+        direct = [int(p) for p in children.read_text().split()] if children.exists() else []
+    except OSError:  # gone meanwhile
+        return []
+    return direct + [w for child in direct for w in _workers_of(child)]
 
 
 def _alive(pid: int) -> bool:

@@ -43,6 +43,7 @@ from distributed import Client, LocalCluster
 from distributed.comm import parse_address
 from distributed.comm.addressing import parse_host_port
 from distributed.diagnostics.plugin import WorkerPlugin
+from distributed.utils import get_mp_context
 
 from implicitbias._spec import ConfigError, ResourceError
 
@@ -171,6 +172,26 @@ def _ignore_sigint() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+#: local workers are forked from a server process that has imported what a worker runs (`WORKER_PRELOAD`) once,
+#: instead of each spawned process importing it again (~3.8 s of CPU a worker here: jax, xarray, distributed,
+#: implicitbias).  The server is started, once per process, by the first local worker, with the environment the
+#: nanny sets before it (`SINGLE_THREAD_ENV`, without MALLOC_TRIM_THRESHOLD_), so BLAS and JAX are imported
+#: under it; each worker then gets this process's environment as it is when the cluster starts (`local_client`
+#: passes it), as a spawned one would.  A worker that the nanny restarts after the cluster is up is spawned.
+#: Measured: `python benchmarks/bench_worker_start.py`.
+FORKSERVER_CONFIG = {"distributed.worker.multiprocessing-method": "forkserver"}
+WORKER_PRELOAD = ("distributed", "implicitbias.sweeps.sweep")
+
+
+def _preload_forkserver() -> None:
+    """Name `WORKER_PRELOAD` as the forkserver's imports (after Dask's own choice, which `get_mp_context` makes
+    once per process); it takes effect where the server is not running yet.  The main module is not among them
+    (see `workers_skip_main`)."""
+    context = get_mp_context()
+    if dask.config.get("distributed.worker.multiprocessing-method") == "forkserver":
+        context.set_forkserver_preload(list(WORKER_PRELOAD))
+
+
 def local_client(n_workers: int, *, dashboard: bool = True, dashboard_address: str = DASHBOARD_ADDRESS):
     """A client of a fresh LocalCluster of `n_workers` single-threaded, pinned processes.  Its scheduler, workers
     and dashboard listen on 127.0.0.1 only (`dashboard_address` may ask otherwise)."""
@@ -184,9 +205,11 @@ def local_client(n_workers: int, *, dashboard: bool = True, dashboard_address: s
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
     try:
         with dask.config.set({"distributed.worker.profile.enabled": False,
-                              "distributed.nanny.pre-spawn-environ": dict(SINGLE_THREAD_ENV), **SCHEDULER_CONFIG}):
+                              "distributed.nanny.pre-spawn-environ": dict(SINGLE_THREAD_ENV), **SCHEDULER_CONFIG,
+                              **FORKSERVER_CONFIG}):
+            _preload_forkserver()
             cluster = LocalCluster(
-                n_workers=n_workers, threads_per_worker=1, processes=True, env=dict(SINGLE_THREAD_ENV),
+                n_workers=n_workers, threads_per_worker=1, processes=True, env={**os.environ, **SINGLE_THREAD_ENV},
                 host="127.0.0.1", dashboard_address=dashboard_address if dashboard and _has_bokeh() else "",
                 silence_logs=50,  # CRITICAL only: a failed task is reported by the sweep, with its runs
             )
