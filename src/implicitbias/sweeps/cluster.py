@@ -2,8 +2,9 @@
 
 - `local_client(n)`: a `LocalCluster` of n single-threaded worker processes on this machine, each
   pinned to its own core (JAX ignores XLA's thread flags; one pinned single-threaded process per
-  core keeps each at its solo speed), with BLAS and XLA limited to one thread, started without importing
-  the user's script again (`workers_skip_main`);
+  core keeps each at its solo speed), with BLAS and XLA limited to one thread, forked from a server process
+  that imported implicitbias once (`FORKSERVER_CONFIG`), without importing the user's script again
+  (`workers_skip_main`);
 - `connect(address)`: a running Dask scheduler (`--scheduler tcp://host:8786`);
 - `jobqueue_client(file)`: a SLURM or PBS cluster through dask-jobqueue, from a YAML file:
 
