@@ -98,6 +98,16 @@ def test_a_worker_killed_mid_task_loses_nothing(in_process, tmp_path):
     assert set(client.run(lambda: dask.config.get("distributed.worker.profile.enabled")).values()) == {False}
     # ... and with glibc's dynamic mmap threshold (no MALLOC_TRIM_THRESHOLD_ from the nanny; see keep_allocations)
     assert set(client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_")).values()) == {None}
+    # ... forked from one server process that imported implicitbias (not each a fresh interpreter importing it
+    # again), with one BLAS thread, and with this process's environment as it was when the cluster started
+    from implicitbias.sweeps.cluster import FORKSERVER_CONFIG
+
+    if FORKSERVER_CONFIG:
+        parents = set(client.run(os.getppid).values())
+        assert len(parents) == 1 and os.getpid() not in parents, parents
+        assert set(client.run(lambda: os.environ.get("OPENBLAS_NUM_THREADS")).values()) == {"1"}
+        assert set(client.run(lambda: os.environ.get("PYTEST_XDIST_WORKER")).values()) == {
+            os.environ.get("PYTEST_XDIST_WORKER")}
 
     def kill_a_busy_worker():
         pids = client.run(os.getpid)

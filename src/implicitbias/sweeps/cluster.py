@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import multiprocessing
 import multiprocessing.spawn
 import os
 import shutil
@@ -180,7 +181,8 @@ def _ignore_sigint() -> None:
 #: under it; each worker then gets this process's environment as it is when the cluster starts (`local_client`
 #: passes it), as a spawned one would.  A worker that the nanny restarts after the cluster is up is spawned.
 #: Measured: `python benchmarks/bench_worker_start.py`.
-FORKSERVER_CONFIG = {"distributed.worker.multiprocessing-method": "forkserver"}
+FORKSERVER_CONFIG = ({"distributed.worker.multiprocessing-method": "forkserver"}
+                     if "forkserver" in multiprocessing.get_all_start_methods() else {})  # not on Windows
 WORKER_PRELOAD = ("distributed", "implicitbias.sweeps.sweep")
 
 
