@@ -337,3 +337,32 @@ def test_workers_under_a_dask_nanny_keep_their_allocations():
     assert changed == "True"
     assert int(plain) >= 200 * 200, out.stdout  # the negative control: >= 200 of the 256 pages each time
     assert int(kept) < 2000, out.stdout  # reused from the heap: no fresh pages
+
+
+def test_a_ctrl_c_that_lands_in_a_finaliser_is_not_lost_while_the_sweep_waits():
+    """A SIGINT delivered while a `__del__` runs (a Dask future released in the wait loop) used to raise
+    KeyboardInterrupt there, where Python prints "Exception ignored" and drops it: the sweep went on to its end.
+    Inside `_interrupt_at_poll` it is kept for the loop's next poll."""
+    import gc
+
+    from implicitbias.sweeps.sweep import _interrupt_at_poll
+
+    class Finalised:
+        def __del__(self):
+            signal.raise_signal(signal.SIGINT)
+
+    unraisable = []
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = unraisable.append
+    try:
+        with _interrupt_at_poll() as interrupted:
+            Finalised()  # dropped at once: __del__ runs, the signal arrives inside it
+            gc.collect()
+            assert interrupted() and not unraisable
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+        # the control: under Python's own handler the same KeyboardInterrupt is dropped in the finaliser
+        Finalised()
+        gc.collect()
+        assert [type(u.exc_value) for u in unraisable] == [KeyboardInterrupt]
+    finally:
+        sys.unraisablehook = previous_hook

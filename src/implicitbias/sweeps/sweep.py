@@ -26,6 +26,8 @@ import contextlib
 import contextvars
 import dataclasses
 import datetime
+import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -275,36 +277,58 @@ def _execute(groups, finished, *, workers, scheduler, cluster, client, say, out:
                 clusters.close(client, warn=say)
 
 
+@contextlib.contextmanager
+def _interrupt_at_poll():
+    """While the sweep waits on its tasks, a Ctrl-C only sets a flag, which the wait loop turns into a
+    KeyboardInterrupt at its next poll (every 20 ms).  Raised by Python's own handler, it could land inside a Dask
+    future's `__del__` or a callback, where Python prints "Exception ignored" with a traceback and drops it: the
+    sweep then went on to its end (seen once in the test suite, tests/test_sweep.py's Ctrl-C test).  Outside the
+    main thread, or under a SIGINT handler other than Python's default, nothing changes.  Yields the function
+    that says whether a Ctrl-C came."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield lambda: False
+        return
+    came: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: came.append(signum))
+    try:
+        yield lambda: bool(came)
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _gather(client, futures: dict, finished, timeout: float, what: str) -> None:
     """Hand each future's result to `finished` as it completes; raise ResourceError when the cluster has had no
-    worker for `timeout` seconds while tasks remain (jobs ended, nodes lost) instead of waiting forever."""
-
-
+    worker for `timeout` seconds while tasks remain (jobs ended, nodes lost) instead of waiting forever.  A Ctrl-C
+    is raised at the loop's next poll (`_interrupt_at_poll`)."""
     done = as_completed(list(futures))
     checked, lost_since = time.monotonic(), None
-    while not done.is_empty():
-        batch = done.next_batch(block=False)
-        for future in batch:
-            group = futures.pop(future)
-            try:
-                result = future.result()
-            except Exception as exc:  # noqa: BLE001 - one failed task never throws away the others
-                result = exc
-            finished(group, result)
-        if batch:
-            continue
-        now = time.monotonic()
-        if now - checked >= 1.0:
-            checked = now
-            if client.nthreads():
-                lost_since = None
-            elif lost_since is None:
-                lost_since = now
-            elif now - lost_since > timeout:
-                raise ResourceError(f"{what} has had no worker for {timeout:g} s (--worker-timeout) with "
-                                    f"{len(futures)} tasks left{clusters.queue_state(client)}; the finished runs are "
-                                    "kept, rerun the same command to resume")
-        time.sleep(0.02)
+    with _interrupt_at_poll() as interrupted:
+        while not done.is_empty():
+            if interrupted():
+                raise KeyboardInterrupt
+            batch = done.next_batch(block=False)
+            for future in batch:
+                group = futures.pop(future)
+                try:
+                    result = future.result()
+                except Exception as exc:  # noqa: BLE001 - one failed task never throws away the others
+                    result = exc
+                finished(group, result)
+            if batch:
+                continue
+            now = time.monotonic()
+            if now - checked >= 1.0:
+                checked = now
+                if client.nthreads():
+                    lost_since = None
+                elif lost_since is None:
+                    lost_since = now
+                elif now - lost_since > timeout:
+                    raise ResourceError(f"{what} has had no worker for {timeout:g} s (--worker-timeout) with "
+                                        f"{len(futures)} tasks left{clusters.queue_state(client)}; the finished runs are "
+                                        "kept, rerun the same command to resume")
+            time.sleep(0.02)
 
 
 def _call(fn, *args):
