@@ -354,6 +354,9 @@ def test_a_ctrl_c_that_lands_in_a_finaliser_is_not_lost_while_the_sweep_waits():
     unraisable = []
     previous_hook = sys.unraisablehook
     sys.unraisablehook = unraisable.append
+    # Python's own handler, as in a terminal (a process started in the background by a non-interactive shell, or
+    # some xdist setups, inherit SIGINT ignored, and then `_interrupt_at_poll` rightly changes nothing)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with _interrupt_at_poll() as interrupted:
             Finalised()  # dropped at once: __del__ runs, the signal arrives inside it
@@ -366,3 +369,4 @@ def test_a_ctrl_c_that_lands_in_a_finaliser_is_not_lost_while_the_sweep_waits():
         assert [type(u.exc_value) for u in unraisable] == [KeyboardInterrupt]
     finally:
         sys.unraisablehook = previous_hook
+        signal.signal(signal.SIGINT, inherited)
