@@ -282,29 +282,50 @@ def _decade(t):
     return jnp.clip(jnp.floor(jnp.log10(jnp.maximum(t, 1e-300))).astype(jnp.int64) + 3, 0, 9)
 
 
+def _progress(every: int):
+    """A host callback that prints where the integration is, every `every` accepted steps (0: never)."""
+
+    def say(t, steps, accepted, stages, extra, L):
+        print(f"  t = {float(t):.6g}: {int(steps)} steps ({int(accepted)} accepted), {int(stages) + int(extra)} "
+              f"evaluations in accepted steps and tests, loss {float(L):.3e}, {time.strftime('%H:%M:%S')}",
+              flush=True)
+
+    def maybe(c):
+        if every > 0:
+            lax.cond(c["accepted"] % every == 0, lambda: jax.debug.callback(
+                say, c["t"], c["steps"], c["accepted"], jnp.sum(c["hist"][2]), c["extra"], c["L"]), lambda: None)
+
+    return maybe
+
+
 def integrate(X, y, theta0, *, rtol, tail_rtol, tail_below, t_max, loss_tol, slide, K, P, max_steps,
-              freeze_after=float("inf"), predict=False, hold=False, free_first=False):
-    parts, value_and_vf, handle, prepare = make(X, y, K, P, slide=slide, predict=predict, hold=hold,
-                                                free_first=free_first)
+              freeze_after=float("inf"), predict=False, hold=False, free_first=False, progress=0):
+    """The flow from theta0 on (X, y).  X, y and theta0 are arguments of the compiled program, not constants
+    folded into it (at d = 1024, XLA spent minutes folding W0 X^T).  progress: print every that many accepted
+    steps (0: only at the end)."""
     m = theta0["W"].shape[0]
     theta0 = {k: jnp.asarray(v) for k, v in theta0.items()}
-    term = GradientFlowTerm(value_and_vf)
     solver = RKC2(report_evals=True)
     rms = jnp.sqrt(sum(jnp.sum(v**2) for v in theta0.values()) / sum(v.size for v in theta0.values()))
     atol = 1e-5 * rms
-    S0 = prepare(-jnp.ones((m, K), jnp.int64))
-    L0 = parts(theta0, S0["S"])[0]
+    report = _progress(progress)
 
-    def controller(L):
-        r = jnp.where(L < tail_below * L0, tail_rtol, rtol)
-        return gradient_flow_controller(rtol=r, atol=atol, atol_rel=1e-6)
+    def run(X, y, theta0):
+        parts, value_and_vf, handle, prepare = make(X, y, K, P, slide=slide, predict=predict, hold=hold,
+                                                    free_first=free_first)
+        term = GradientFlowTerm(value_and_vf)
+        S0 = prepare(-jnp.ones((m, K), jnp.int64))
+        L0 = parts(theta0, S0["S"])[0]
 
-    def run():
+        def controller(L):
+            r = jnp.where(L < tail_below * L0, tail_rtol, rtol)
+            return gradient_flow_controller(rtol=r, atol=atol, atol_rel=1e-6)
+
         ctrl = controller(L0)
         dt0 = 0.01
         t_next, cstate = ctrl.init(term, 0.0, t_max, theta0, dt0, S0, solver.func, 3)
         st = solver.init(term, 0.0, t_max, theta0, S0)
-        Z0 = theta0["W"] @ jnp.asarray(X).T
+        Z0 = theta0["W"] @ X.T
         c = dict(t=jnp.asarray(0.0), h=jnp.asarray(dt0), theta=theta0, S=S0, Z=Z0, st=st, cs=cstate, L=L0,
                  steps=jnp.asarray(0), accepted=jnp.asarray(0), extra=jnp.asarray(0), exits=jnp.asarray(0),
                  entries=jnp.asarray(0), maxS=jnp.asarray(0), hist=jnp.zeros((6, 10), jnp.int64))
@@ -343,16 +364,18 @@ def integrate(X, y, theta0, *, rtol, tail_rtol, tail_below, t_max, loss_tol, sli
                         jnp.asarray(0))
 
             th, S, st2, L, extra, ex, en, Z, cr = lax.cond(keep, accepted, rejected, None)
-            return dict(t=jnp.where(keep, t1, t0), h=t_next - jnp.where(keep, t1, t0), theta=th, S=S, Z=Z, st=st2,
+            out = dict(t=jnp.where(keep, t1, t0), h=t_next - jnp.where(keep, t1, t0), theta=th, S=S, Z=Z, st=st2,
                         cs=cs1, L=L, steps=c["steps"] + 1, accepted=c["accepted"] + keep,
                         extra=c["extra"] + extra, exits=c["exits"] + ex, entries=c["entries"] + en,
                         maxS=jnp.maximum(c["maxS"], jnp.max(jnp.sum(S["S"] >= 0, axis=1))),
                         hist=c["hist"].at[:, _decade(t0)].add(jnp.stack([
                             en, ex, st2["stages"] * keep, keep.astype(jnp.int64), 1 - keep.astype(jnp.int64), cr])))
+            lax.cond(keep, lambda: report(out), lambda: None)
+            return out
 
         return lax.while_loop(cond, body, c)
 
-    out = jax.jit(run)()
+    out = jax.jit(run)(jnp.asarray(X), jnp.asarray(y), theta0)
     found = [x for x in jax.tree_util.tree_leaves(out["cs"], is_leaf=lambda x: isinstance(x, CountState))
              if isinstance(x, CountState)]
     solver_evals = int(found[0].attempted_evals)
@@ -391,6 +414,8 @@ def main():
                    help="with --no-slide: keep the activation pattern of this time to the end (not the flow: a bound "
                         "on what integrating a smooth field costs)")
     p.add_argument("--hold", action="store_true", help="hold the sliding pairs on their kinks through each step")
+    p.add_argument("--progress", type=int, default=0, metavar="N",
+                   help="print where the integration is every N accepted steps (default: only at the end)")
     p.add_argument("--free-first", action="store_true",
                    help="the field's QP from the inverse Gram matrices where every pair still slides (the same field)")
     args = p.parse_args()
@@ -399,7 +424,8 @@ def main():
     out, solver_evals = integrate(X, y, theta0, rtol=args.rtol, tail_rtol=args.tail_rtol, tail_below=args.tail_below,
                                   t_max=args.t_max or spec.stop.max_time, loss_tol=spec.stop.loss_tol, slide=not args.no_slide,
                                   K=args.K, P=args.P, max_steps=args.max_steps, freeze_after=args.freeze_after,
-                                  predict=args.predict, hold=args.hold, free_first=args.free_first)
+                                  predict=args.predict, hold=args.hold, free_first=args.free_first,
+                                  progress=args.progress)
     wall = time.perf_counter() - t0
     W, a = np.asarray(out["theta"]["W"]), np.asarray(out["theta"]["a"])
     evals = solver_evals + int(out["extra"])
