@@ -25,29 +25,13 @@ from pathlib import Path
 DEFAULT = ("woodworth2020-kernel-rich", "soudry2018-logistic", "chistikov2023-fig1", "frei2023-kkt")
 
 
-def _mathtext_labels(fig) -> None:
-    """Undo `plain_log_labels`: matplotlib's own mathtext formatter back on every log axis (the baseline)."""
-    from matplotlib.ticker import LogFormatterSciNotation
-
-    from implicitbias.experiments.figures import PowerLabels
-
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            for get, put in ((axis.get_major_formatter, axis.set_major_formatter),
-                             (axis.get_minor_formatter, axis.set_minor_formatter)):
-                if isinstance(get(), PowerLabels):
-                    old = LogFormatterSciNotation.__new__(LogFormatterSciNotation)
-                    old.__dict__.update(get().__dict__)
-                    put(old)
-
-
 def _write(experiment, results, folder: Path, once: bool, mathtext: bool = False) -> int:
     """Every figure of the experiment as PNG and PDF under folder; returns how many times figures were drawn.
     `mathtext`: with matplotlib's mathtext labels on the log axes instead of `PowerLabels`."""
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 
-    from implicitbias.experiments.figures import lay_out_once, thin_log_axes
+    from implicitbias.experiments.figures import lay_out_once, plain_log_labels, thin_log_axes
 
     draws = 0
     original = Figure.draw
@@ -62,7 +46,7 @@ def _write(experiment, results, folder: Path, once: bool, mathtext: bool = False
         for figure in experiment.figures:
             fig = figure.render(results)
             if mathtext:
-                _mathtext_labels(fig)
+                plain_log_labels(fig, plain=False)
             thin_log_axes(fig)
             if once:
                 lay_out_once(fig)

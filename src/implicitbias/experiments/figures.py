@@ -176,17 +176,21 @@ class PowerLabels(LogFormatterSciNotation):
         return plain_power_label(super().__call__(x, pos))
 
 
-def plain_log_labels(fig) -> None:
+def plain_log_labels(fig, plain: bool = True) -> None:
     """Label every log (and symlog) axis of `fig` with `PowerLabels` where it has matplotlib's default
     formatter; a formatter of the figure's own is kept.  Call it once the scales are set (a scale set later
-    brings its default formatter back)."""
+    brings its default formatter back).  `plain=False` puts matplotlib's mathtext formatter back instead (the
+    baseline of `benchmarks/bench_figures.py --labels`)."""
+    if matplotlib.rcParams["text.usetex"]:
+        return
+    source, target = (LogFormatterSciNotation, PowerLabels) if plain else (PowerLabels, LogFormatterSciNotation)
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             for get, put in ((axis.get_major_formatter, axis.set_major_formatter),
                              (axis.get_minor_formatter, axis.set_minor_formatter)):
                 old = get()
-                if type(old) is LogFormatterSciNotation and not matplotlib.rcParams["text.usetex"]:
-                    new = PowerLabels.__new__(PowerLabels)
+                if type(old) is source:
+                    new = target.__new__(target)
                     new.__dict__.update(old.__dict__)  # base, labelOnlyBase, thresholds, linthresh as they were
                     put(new)
 
