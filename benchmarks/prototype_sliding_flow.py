@@ -72,6 +72,44 @@ def load(folder, trial: int = 0):
     return spec, X, y, theta0, base
 
 
+def spd_solve(A, B):
+    """A^-1 B for a batch of symmetric positive definite A (..., K, K) and B (..., K) or (..., K, r), by a Cholesky
+    factorisation written in XLA's own operations (a loop over the K columns) instead of LAPACK's.
+
+    jaxlib 0.10's batched LAPACK kernels (getrf, trsm: `jnp.linalg.solve`, `inv`) split their batch over XLA's
+    thread pool and wait for it (`jax::ParallelBatchMap`).  Where two of them run at once, each on a thread of the
+    pool, both wait for tasks that no free thread is left to run: the d = 1024 trial at K = 48 hung so, every thread
+    parked (gdb: two `tf_XLAEigen` threads in `BlockingCounter::Wait` under `lapack_dtrsm_ffi`), also with
+    --xla_cpu_multi_thread_eigen=false.  At K <= 48 the loop costs m K^3 flops, as LAPACK's would."""
+    vector = B.ndim == A.ndim - 1
+    B = B[..., None] if vector else B
+    K = A.shape[-1]
+    idx = jnp.arange(K)
+
+    def factor(j, L):
+        # column j of the Cholesky factor: (A e_j - L L_j^T), the columns of L right of j being still zero
+        v = A[..., :, j] - jnp.einsum("...ik,...k->...i", L, L[..., j, :])
+        d = jnp.sqrt(v[..., j])
+        col = jnp.where(idx >= j, v / d[..., None], 0.0)
+        return L.at[..., :, j].set(col)
+
+    L = lax.fori_loop(0, K, factor, jnp.zeros_like(A))
+
+    def forward(i, Z):  # L Z = B, row i
+        z = (B[..., i, :] - jnp.einsum("...k,...kr->...r", L[..., i, :], Z)) / L[..., i, i][..., None]
+        return Z.at[..., i, :].set(z)
+
+    Z = lax.fori_loop(0, K, forward, jnp.zeros_like(B))
+
+    def backward(t, Xs):  # L^T X = Z, row K - 1 - t
+        i = K - 1 - t
+        x = (Z[..., i, :] - jnp.einsum("...k,...kr->...r", L[..., :, i], Xs)) / L[..., i, i][..., None]
+        return Xs.at[..., i, :].set(x)
+
+    X = lax.fori_loop(0, K, backward, jnp.zeros_like(B))
+    return X[..., 0] if vector else X
+
+
 #: primal-dual active-set iterations of the sliding QP at the end of a step (exact once the active set is found;
 #: 6 and 3 gave the same evaluations on the probe at K = 24)
 PDAS_ITERATIONS = 6
@@ -128,12 +166,12 @@ def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hol
         """V - Xs^T G^-1 Xs V row by row: the component of each row of V orthogonal to its neuron's kinks."""
         valid, Xs, G = gram(S)
         b = jnp.einsum("mkd,md->mk", Xs, V)
-        beta = jnp.linalg.solve(G, b[..., None])[..., 0]
+        beta = spd_solve(G, b)
         return V - jnp.einsum("mk,mkd->md", beta, Xs)
 
     def masked_solve(G, rhs, free):
         M = G * (free[:, :, None] & free[:, None, :]) + jnp.eye(G.shape[-1]) * (~free)[:, None, :]
-        return jnp.linalg.solve(M, jnp.where(free, rhs, 0.0)[..., None])[..., 0]
+        return spd_solve(M, jnp.where(free, rhs, 0.0))
 
     def filippov(FW, a, rn, S, Xs=None, G=None, iterations=None):
         """The Filippov coefficients of the kink pairs S: dw_j/dt = FW_j + sum_k beta_jk x_k, each beta_jk between 0
@@ -186,7 +224,7 @@ def make(X, y, K: int, P: int, *, slide: bool = True, predict: bool = False, hol
         valid, Xs, G = gram(S)
         # the held field needs no kink normals (it works with X itself): 200 x 24 x 256 floats (10 MB) fewer to read
         return dict(S=S, mask=mask_of(S), Xs=None if hold else Xs, G=G,
-                    Ginv=jnp.linalg.inv(G) if (hold or free_first) else None,
+                    Ginv=spd_solve(G, jnp.broadcast_to(jnp.eye(G.shape[-1]), G.shape)) if (hold or free_first) else None,
                     M=jnp.zeros((S.shape[0], n), bool), f=jnp.asarray(False))
 
     def held_field(theta, args):
