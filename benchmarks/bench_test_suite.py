@@ -12,7 +12,11 @@ The configurations:
 - `threshold`: the package's own threshold (programs that compile in >= 0.5 s are written), tried for issue 42
   item 9: writing every small program costs about as much as compiling it, but the suite's processes read many
   back;
-- `no-cache`: IMPLICITBIAS_JAX_CACHE=0, no persistent cache at all.
+- `no-cache`: IMPLICITBIAS_JAX_CACHE=0, no persistent cache at all;
+- `eigen-1`: XLA's Eigen operations (matrix products) on one thread (`--xla_cpu_multi_thread_eigen=false`): with two
+  xdist workers, each process's XLA pool has as many threads as the machine has cores.  Tried for issue 42 item 9
+  (2026-12-07, 7 quick variants of tests/test_cli.py, 2 rounds): wall 118.6 s -> 115.4 s, CPU 210.9 -> 207.3 s,
+  within the rounds' spread (111.7-125.4 s); not shipped.
 
     python benchmarks/bench_test_suite.py                                   # whole suite, ~25 min on 2 cores
     python benchmarks/bench_test_suite.py --configs default,threshold --repeat 1 -- tests/test_sweep.py
@@ -35,6 +39,7 @@ CONFIGS = {
     "default": {},
     "threshold": {"IMPLICITBIAS_CACHE_MIN_COMPILE_S": "0.5"},
     "no-cache": {"IMPLICITBIAS_JAX_CACHE": "0"},
+    "eigen-1": {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"},
 }
 
 
