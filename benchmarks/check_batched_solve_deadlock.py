@@ -5,7 +5,8 @@ parked.  gdb showed two of XLA's CPU worker threads ("tf_XLAEigen") inside `lapa
 `jax::ParallelBatchMap` (an `absl::BlockingCounter`) for the parts of its batch it had handed to the same thread
 pool: with both workers waiting, no thread is left to run those parts.  `--xla_cpu_multi_thread_eigen=false` did
 not help.  The prototype now solves its small SPD systems with a Cholesky factorisation in XLA's own operations
-(`prototype_sliding_flow.spd_solve`); the package's compiled programs call no batched `solve` or `inv`.
+(`prototype_sliding_flow.spd_solve`).  In the package, only the kvaerno5 solver of gradient flow solves linear systems
+(lineax's LU in its Newton iterations, one after another: the one-chain case, which finishes).
 
 Each case below runs in a process of its own under a timeout: a jitted loop of 20 iterations that applies the
 operation to two independent batches (two chains XLA may run side by side), called 200 times.  A case that has not
