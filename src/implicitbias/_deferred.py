@@ -29,8 +29,9 @@ format of a line is "- module: imported name, imported name (why)".
   only for a SLURM or PBS cluster)
 - implicitbias.theorems._small_init: scipy.stats (as implicitbias.data.classification; only the F-test bound of a
   small-init limit fit uses it)
-- implicitbias.training.methods.gradient_flow: implicitbias.training.flow (diffrax, about 1 s, loads only when a
-  gradient-flow run is stepped, not when a config is validated)
+- implicitbias.training.methods.gradient_flow: implicitbias.training.flow, implicitbias.training.sliding (diffrax,
+  about 1 s, loads only when a gradient-flow run is stepped or, for kinks = "slide", its model checked, not when a
+  config is validated)
 - implicitbias.training.methods.mirror: implicitbias.reference (the reference solvers load scipy.optimize; only a
   mirror method's reference point needs them)
 - implicitbias.training.train: tqdm.auto (only with a progress bar)

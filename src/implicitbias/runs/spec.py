@@ -91,14 +91,18 @@ class RunSpec(Spec):
     # -- identity -----------------------------------------------------------------------------------
     def key(self) -> str:
         """The run's identity: a hash of its content and of `RESULTS_FORMAT`.  `method.dtype` enters only when
-        it is not the default float64, and gradient flow's `tail_rtol` and `tail_below` only when a tail tolerance
-        is set, so runs stored before those fields existed keep their identity."""
+        it is not the default float64, gradient flow's `tail_rtol` and `tail_below` only when a tail tolerance
+        is set, and its `kink_slots` and `kink_candidates` only with kinks = "slide", so runs stored before those
+        fields existed keep their identity."""
         dump = self.model_dump(mode="json")
         if dump["method"].get("dtype") == "float64":
             dump["method"].pop("dtype")
         if dump["method"].get("kind") == "gf" and dump["method"].get("tail_rtol") is None:
             dump["method"].pop("tail_rtol", None)
             dump["method"].pop("tail_below", None)
+        if dump["method"].get("kind") == "gf" and dump["method"].get("kinks", "cross") == "cross":
+            for name in ("kinks", "kink_slots", "kink_candidates"):
+                dump["method"].pop(name, None)
         return _digest({"format": RESULTS_FORMAT, **dump})
 
     def compute_key(self) -> str:

@@ -9,7 +9,7 @@ LOSSES_OF_TASK = {"classification": "logistic or exponential", "regression": "sq
 
 def validate_inputs(model, datasets, loss, method, stop) -> None:
     """Raise ConfigError, naming the field, for data sets that are invalid, of another task than the loss, of
-    different shapes, or that the method refuses (`Method.check_data`)."""
+    different shapes, or that the method refuses (`Method.check_model`, `Method.check_data`)."""
     for k, ds in enumerate(datasets):
         where = "data" if len(datasets) == 1 else f"data[{k}]"
         try:
@@ -24,4 +24,5 @@ def validate_inputs(model, datasets, loss, method, stop) -> None:
             )
         if ds.X.shape != datasets[0].X.shape:
             raise ConfigError(f"{where}.X has shape {ds.X.shape}, expected {datasets[0].X.shape} like data[0]")
+    method.check_model(model, loss)
     method.check_data(datasets[0].X.shape[0])

@@ -66,6 +66,9 @@ class Method(Spec, abc.ABC):
         """The time at which each member failed (or now, for members that did not)."""
         return self.clock_readings(carry, hp)["time"]
 
+    def check_model(self, model, loss) -> None:
+        """Raise ConfigError, naming the field, for a model or loss the method does not apply to (default: none)."""
+
     def check_data(self, n: int) -> None:
         """Raise ConfigError for settings that do not fit n training points (default: none)."""
 

@@ -41,6 +41,12 @@ class GradientFlow(Method):
     first-order error), that phase can take most of a run's evaluations (S11 at d = 256: each tenfold looser
     rtol halved them) while the early phase, which fixes the neurons' directions, keeps the tight rtol.  A neuron
     that ends sitting on a kink can end active or not depending on the tail's tolerance.
+    kinks: "cross" integrates the field as it is, its jumps at the ReLU kinks included (every solver); "slide"
+    (`implicitbias.training.sliding`) holds the pairs (neuron j, point k) whose pre-activation sits on its kink
+    <w_j, x_k> = 0 on it while the field pushes them there from both sides (the Filippov flow), and lets RKC step on
+    the smooth field in between: a two-layer ReLU network without biases, rkc, clock "time".  kink_slots: at most
+    that many sliding pairs per neuron (a pair that finds no free slot crosses its kink as with "cross");
+    kink_candidates: at most that many crossing pairs tested after each accepted step.
     clock: "time" integrates in physical time t; "loss" integrates the same trajectory in the
     rescaled time s with ds = L dt (see `implicitbias.training.flow`), which reaches the very large t
     of margin maximisation cheaply; checkpoints and stop.max_time are then in s.
@@ -62,6 +68,9 @@ class GradientFlow(Method):
     clock: Literal["time", "loss"] = "time"
     tail_rtol: float | None = pydantic.Field(None, gt=0.0, lt=1.0)
     tail_below: float = pydantic.Field(1e-4, gt=0.0, lt=1.0)
+    kinks: Literal["cross", "slide"] = "cross"
+    kink_slots: int = pydantic.Field(96, ge=1, le=1024)
+    kink_candidates: int = pydantic.Field(512, ge=1)
 
     is_adaptive: ClassVar[bool] = True
     #: kvaerno5 refuses problems with more parameters than this (dense p x p Jacobian and LU every step)
@@ -85,7 +94,18 @@ class GradientFlow(Method):
     def checkpoint_grid(self, checkpoints, stop) -> np.ndarray:
         return _checkpoints.time_grid(checkpoints, stop.max_time, self.dt0)
 
+    def check_model(self, model, loss) -> None:
+        """kinks = "slide" applies to two-layer ReLU networks only: ConfigError, naming the field, otherwise."""
+        if self.kinks == "slide":
+            from implicitbias.training.sliding import check_sliding_model
+
+            check_sliding_model(model, loss, self)
+
     def stepper(self, problem, stop, n: int):
+        if self.kinks == "slide":
+            from implicitbias.training.sliding import make_sliding_flow
+
+            return make_sliding_flow(problem, self, stop)
         from implicitbias.training.flow import make_flow  # deferred on purpose: diffrax (~1 s) only for a flow
 
         return make_flow(problem, self, stop)

@@ -1,0 +1,353 @@
+"""Gradient flow of a two-layer ReLU network that slides along its kinks (the stepping of
+`GradientFlow(kinks="slide")`).
+
+The field of a ReLU network jumps where a pre-activation <w_j, x_k> changes sign (a *kink*).  An explicit step
+across a kink has a first-order error, and where the field pushes a neuron onto a kink from both sides, the
+plain flow (`kinks="cross"`) chatters across it with collapsing steps; the side a neuron ends on is then decided
+by the solver's tolerance.  Here the pairs (neuron j, point k) that sit on their kink are kept in a set S (at most
+`kink_slots` per neuron) and the flow is the Filippov (Clarke-subdifferential) flow of Chistikov et al.'s
+Proposition 1:
+
+* **between accepted steps** S is fixed, and the field is smooth: the field without the pairs of S, projected, row
+  by row, onto the tangent space of each neuron's kinks, dW/dt = (C - B) X with C X the field without them
+  (C_jk = -a_j g_k on the active pairs, g = dL/df) and B_j = G_j^-1 <C_j X, x_k>_{k in S_j} (G_j the Gram matrix of
+  the x_k of S_j, fixed while S is).  RKC2 and its error control take long steps on it;
+* **after every accepted step**, the pairs whose pre-activation changed sign over it (the first `kink_candidates`
+  of them) join S as candidates; the sliding QP at the end point (box-constrained, convex: each coefficient
+  beta_jk of x_k in dw_j/dt between 0, point k off, and -a_j g_k, on), solved by a primal-dual active-set
+  iteration, keeps the pairs that slide (beta inside its box) and drops the others, old pairs included; each
+  neuron is projected onto the kinks of its pairs.  Its KKT conditions are the sliding conditions: <dw_j/dt, x_k>
+  = 0 inside the box, <= 0 where the point is off and >= 0 where it is on.
+
+Every accepted step costs one evaluation more than RKC's own (the field at the end point, for the tests) and one
+more where S changed (the first-same-as-last field of the next step): both are counted in `grad_evals`.
+The linear solves are Cholesky factorisations written in XLA's own operations (`spd_solve`), not LAPACK's:
+jaxlib 0.10's batched LAPACK solves deadlock when two run at once (`benchmarks/check_batched_solve_deadlock.py`).
+
+Scope (checked before anything compiles, `check_sliding_model`): a `TwoLayer` network with the ReLU activation and
+no biases, trained or fixed outer weights, any loss of the predictions, RKC in physical time.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from implicitbias._spec import ConfigError
+from implicitbias.training.problem import Problem, tree_norm, tree_where
+from implicitbias.training.rkc import RKC2, GradientFlowTerm
+from implicitbias.training.rkc_control import gradient_flow_controller
+from implicitbias.training.stopping import Status, Stop
+
+#: primal-dual active-set iterations of the sliding QP after a step (the iteration ends earlier once its active
+#: sets stop changing, where it is exact)
+PDAS_ITERATIONS = 6
+
+#: RKC's error order for the controller (as in `flow`)
+ERROR_ORDER = 3
+
+
+def check_sliding_model(model, loss, method) -> None:
+    """Raise ConfigError, naming the field, where `GradientFlow(kinks="slide")` does not apply."""
+    if method.solver != "rkc":
+        raise ConfigError(f"method.solver = {method.solver!r} is not allowed with method.kinks = 'slide': expected "
+                          "'rkc' (the sliding flow steps with RKC2)")
+    if method.clock != "time":
+        raise ConfigError(f"method.clock = {method.clock!r} is not allowed with method.kinks = 'slide': expected "
+                          "'time'")
+    if getattr(model, "kind", None) != "two_layer":
+        raise ConfigError(f"model.kind = {getattr(model, 'kind', None)!r} is not allowed with method.kinks = "
+                          "'slide': expected 'two_layer' (its kinks are those of <w_j, x_k> = 0)")
+    if model.activation != "relu":
+        raise ConfigError(f"model.activation = {model.activation!r} is not allowed with method.kinks = 'slide': "
+                          "expected 'relu'")
+    if model.bias:
+        raise ConfigError("model.bias = True is not allowed with method.kinks = 'slide': expected False (the "
+                          "kinks are the hyperplanes <w_j, x_k> = 0 through the origin)")
+    if loss.name == "cross_entropy":
+        raise ConfigError("loss.name = 'cross_entropy' is not allowed with method.kinks = 'slide': expected a loss "
+                          "of one output (square, logistic or exponential)")
+
+
+def spd_solve(A, B):
+    """A^-1 B for a batch of symmetric positive definite A (..., K, K) and B (..., K) or (..., K, r): a Cholesky
+    factorisation and two triangular solves, each a loop over the K columns in XLA's own operations.  Costs K
+    sequential iterations over the batch: fine for K up to ~100."""
+    vector = B.ndim == A.ndim - 1
+    if vector:
+        B = B[..., None]
+    K = A.shape[-1]
+
+    def column(j, L):  # the Cholesky factor, column j
+        row = L[..., j, :]
+        diag = jnp.sqrt(jnp.maximum(A[..., j, j] - jnp.sum(row * row, axis=-1), 1e-300))
+        below = (A[..., :, j] - jnp.einsum("...ik,...k->...i", L, row)) / diag[..., None]
+        below = jnp.where(jnp.arange(K) > j, below, 0.0)
+        return L.at[..., :, j].set(below.at[..., j].set(diag))
+
+    L = lax.fori_loop(0, K, column, jnp.zeros_like(A))
+
+    def forward(i, Z):  # L Z = B, row i
+        z = (B[..., i, :] - jnp.einsum("...k,...kr->...r", L[..., i, :], Z)) / L[..., i, i][..., None]
+        return Z.at[..., i, :].set(z)
+
+    Z = lax.fori_loop(0, K, forward, jnp.zeros_like(B))
+
+    def backward(t, Xs):  # L^T X = Z, row K - 1 - t
+        i = K - 1 - t
+        x = (Z[..., i, :] - jnp.einsum("...k,...kr->...r", L[..., :, i], Xs)) / L[..., i, i][..., None]
+        return Xs.at[..., i, :].set(x)
+
+    X = lax.fori_loop(0, K, backward, jnp.zeros_like(B))
+    return X[..., 0] if vector else X
+
+
+class _Kinks:
+    """The sliding field and the end-of-step handling of one member on data (X, y)."""
+
+    def __init__(self, problem: Problem, hp, const, X, y, K: int, P: int):
+        self.model = problem.member_model(hp)
+        self.loss = problem.loss
+        self.const, self.X, self.y, self.K, self.P = const, X, y, K, P
+        self.n = X.shape[0]
+        self.XX = X @ X.T  # each neuron's Gram matrix is a gather from it
+
+    def outer(self, theta):
+        return self.model.outer(theta, self.const)
+
+    def mask_of(self, S):
+        m = S.shape[0]
+        rows = jnp.broadcast_to(jnp.arange(m)[:, None], S.shape)
+        return jnp.zeros((m, self.n), bool).at[rows, jnp.maximum(S, 0)].max(S >= 0)
+
+    def parts(self, theta, mask):
+        """(loss, field of W without the pairs of `mask` as C (m, n) with field C X, field of a, Z = W X^T, g):
+        g_k = dL/df_k, C_jk = -a_j g_k on the active pairs not in `mask`."""
+        W, a = theta["W"], self.outer(theta)
+        Z = W @ self.X.T
+        act = (Z > 0) & ~mask
+        H = jnp.where(act, Z, 0.0)
+        pred = a @ H
+        L, g = jax.value_and_grad(lambda p: self.loss.risk(p, self.y))(pred)
+        C = -(a[:, None] * jnp.where(act, g[None, :], 0.0))
+        Fa = -(H @ g)
+        return L, C, Fa, Z, g
+
+    def gram(self, S):
+        """(valid, the kink normals x_k of each neuron's pairs (m, K, d), their Gram matrices (m, K, K) with the
+        identity on the empty slots)."""
+        valid = S >= 0
+        Sc = jnp.maximum(S, 0)
+        Xs = self.X[Sc] * valid[..., None]
+        both = valid[:, :, None] & valid[:, None, :]
+        G = jnp.where(both, self.XX[Sc[:, :, None], Sc[:, None, :]], 0.0) + jnp.eye(S.shape[1]) * (~valid)[:, None, :]
+        return valid, Xs, G
+
+    def prepare(self, S):
+        """What stays fixed while S does: the mask of its pairs and the inverse Gram matrices."""
+        _, _, G = self.gram(S)
+        return {"S": S, "mask": self.mask_of(S), "Ginv": spd_solve(G, jnp.broadcast_to(jnp.eye(self.K), G.shape))}
+
+    def fields(self, theta, C, Fa):
+        out = {"W": C @ self.X}
+        if "a" in theta:
+            out["a"] = Fa
+        return out
+
+    def value_and_field(self, t, theta, args):
+        """The field for the fixed set S of `args`: without the pairs of S, projected onto the tangent space of each
+        neuron's kinks (every pair of S held on its kink)."""
+        S = args["S"]
+        valid = S >= 0
+        Sc = jnp.maximum(S, 0)
+        L, C, Fa, _, _ = self.parts(theta, args["mask"])
+        b = jnp.where(valid, jnp.take_along_axis(C @ self.XX, Sc, axis=1), 0.0)
+        beta = jnp.where(valid, jnp.einsum("mkl,ml->mk", args["Ginv"], b), 0.0)
+        rows = jnp.broadcast_to(jnp.arange(S.shape[0])[:, None], S.shape)
+        B = jnp.zeros_like(C).at[rows, Sc].add(beta)
+        return L, self.fields(theta, C - B, Fa)
+
+    def project(self, V, S):
+        """Each row of V minus its component along its neuron's kink normals."""
+        _, Xs, G = self.gram(S)
+        beta = spd_solve(G, jnp.einsum("mkd,md->mk", Xs, V))
+        return V - jnp.einsum("mk,mkd->md", beta, Xs)
+
+    def sliding(self, FW, a, g, S):
+        """Which pairs of S slide: the interior of the box-constrained QP min 1/2 beta^T G beta + <FW_j, X_S^T beta>,
+        beta_jk between 0 and -a_j g_k, solved by a primal-dual active-set iteration."""
+        valid, Xs, G = self.gram(S)
+        b = jnp.einsum("mkd,md->mk", Xs, FW)
+        full = -a[:, None] * g[jnp.maximum(S, 0)]
+        lo = jnp.where(valid, jnp.minimum(0.0, full), 0.0)
+        hi = jnp.where(valid, jnp.maximum(0.0, full), 0.0)
+        eye = jnp.eye(self.K)
+
+        def solve(sets):
+            A_lo, A_hi = sets
+            free = valid & ~A_lo & ~A_hi
+            fixed = jnp.where(A_lo, lo, jnp.where(A_hi, hi, 0.0))
+            rhs = -(b + jnp.einsum("mkl,ml->mk", G, fixed))
+            M = G * (free[:, :, None] & free[:, None, :]) + eye * (~free)[:, None, :]
+            beta = jnp.where(free, spd_solve(M, jnp.where(free, rhs, 0.0)), fixed)
+            return beta, free
+
+        def update(sets):
+            beta, _ = solve(sets)
+            grad = jnp.einsum("mkl,ml->mk", G, beta) + b
+            A_lo = valid & (beta - grad < lo)
+            A_hi = valid & ~A_lo & (beta - grad > hi)
+            return A_lo, A_hi
+
+        none = jnp.zeros_like(valid)
+
+        def unsettled(c):
+            i, sets, prev = c
+            return (i < PDAS_ITERATIONS) & ((i == 0) | jnp.any((sets[0] != prev[0]) | (sets[1] != prev[1])))
+
+        def iterate(c):
+            i, sets, _ = c
+            return i + 1, update(sets), sets
+
+        _, sets, _ = lax.while_loop(unsettled, iterate, (jnp.asarray(0), (none, none), (none, none)))
+        return solve(sets)[1]
+
+    def handle(self, theta, args, Z0):
+        """After an accepted step: entries (pairs that crossed their kink and slide) and exits (pairs that no
+        longer slide), and each neuron projected onto the kinks of its pairs.  Returns (theta, args, changed,
+        loss)."""
+        S, X = args["S"], self.X
+        L, C, _, Z1, g = self.parts(theta, args["mask"])
+        FW = C @ X
+        a = self.outer(theta)
+        crossed = (jnp.sign(Z1) != jnp.sign(Z0)) & ~args["mask"]
+        # the first P crossing pairs in index order
+        (idx,) = jnp.nonzero(crossed.ravel(), size=self.P, fill_value=0)
+        live = jnp.arange(self.P) < jnp.sum(crossed)
+        jp, kp = idx // crossed.shape[1], idx % crossed.shape[1]
+        # the r-th candidate of neuron j takes the r-th free slot of its row, while there is one
+        m = S.shape[0]
+        onehot = (jp[:, None] == jnp.arange(m)[None, :]) & live[:, None]
+        rank = jnp.take_along_axis(jnp.cumsum(onehot, axis=0) - 1, jp[:, None], axis=1)[:, 0]
+        free = S < 0
+        free_slots = jnp.argsort(~free, axis=1, stable=True)
+        added = live & (rank < jnp.sum(free, axis=1)[jp])
+        slot = jnp.take_along_axis(free_slots[jp], jnp.clip(rank, 0, self.K - 1)[:, None], axis=1)[:, 0]
+        S_cand = S.at[jnp.where(added, jp, m), slot].set(kp, mode="drop")
+        # the field without the candidates: remove the contribution -a_j g_k x_k of those on the active side
+        on = added & (Z1[jp, kp] > 0)
+        FW = FW.at[jp].add(jnp.where(on, a[jp] * g[kp], 0.0)[:, None] * X[kp])
+        interior = self.sliding(FW, a, g, S_cand)
+        S_new = jnp.where(interior, S_cand, -1)
+        changed = jnp.any(S_new != S)
+        Wp = self.project(theta["W"], S_new)
+        has = jnp.any(S_new >= 0, axis=1)
+        theta = {**theta, "W": jnp.where(has[:, None], Wp, theta["W"])}
+        return theta, self.prepare(S_new), changed, L
+
+
+def make_sliding_flow(problem: Problem, method, stop: Stop):
+    """(init_carry, advance) of the sliding flow for one member; the caller vmaps and jits them."""
+    check_sliding_model(problem.model, problem.loss, method)
+    K, P = method.kink_slots, method.kink_candidates
+    max_time = jnp.inf if stop.max_time is None else stop.max_time
+    loss_tol = stop.loss_tol
+
+    def init_carry(hp, theta, const, X, y):
+        kinks = _Kinks(problem, hp, const, X, y, K, P)
+        loss0 = problem.risk(hp, theta, const, X, y)
+        rms = tree_norm(theta) / jnp.sqrt(sum(leaf.size for leaf in jax.tree_util.tree_leaves(theta)))
+        atol = (jnp.where(rms > 0, 1e-5 * rms, 1e-9) if method.atol is None else method.atol)
+        S0 = -jnp.ones((theta["W"].shape[0], K), jnp.int64)
+        term = GradientFlowTerm(kinks.value_and_field)
+        solver = RKC2(report_evals=True)
+        return {
+            "theta": theta,
+            "t": jnp.asarray(0.0, dtype=float),
+            "t_phys": jnp.asarray(0.0, dtype=float),
+            "dt": jnp.asarray(method.dt0, dtype=float),
+            "atol": jnp.asarray(atol, dtype=float),
+            "step": jnp.asarray(0, jnp.int64),
+            "evals": jnp.asarray(0, jnp.int64),
+            "fail_step": jnp.asarray(-1, jnp.int64),
+            "status": jnp.asarray(Status.RUNNING, jnp.int32),
+            "loss": loss0,
+            "loss0": loss0,
+            "kink_pairs": S0,
+            "solver": solver.init(term, jnp.asarray(0.0), jnp.asarray(1.0), theta, kinks.prepare(S0)),
+        }
+
+    def controller(carry, L):
+        rtol = method.rtol
+        if method.tail_rtol is not None:
+            rtol = jnp.where(L < method.tail_below * carry["loss0"], method.tail_rtol, method.rtol)
+        return gradient_flow_controller(rtol=rtol, atol=carry["atol"], atol_rel=method.atol_rel)
+
+    def advance(carry, t_target, hp, const, X, y):
+        kinks = _Kinks(problem, hp, const, X, y, K, P)
+        term = GradientFlowTerm(kinks.value_and_field)
+        solver = RKC2(report_evals=True)
+        running = carry["status"] == Status.RUNNING
+        t0 = carry["t"]
+        t1 = jnp.where(running, jnp.minimum(t_target, max_time), t0)
+        args0 = kinks.prepare(carry["kink_pairs"])
+        theta0 = carry["theta"]
+        _, cs0 = controller(carry, carry["loss"]).init(term, t0, jnp.maximum(t1, t0 + 1.0), theta0, carry["dt"],
+                                                       args0, solver.func, ERROR_ORDER)
+        ceiling = stop.divergence_factor * jnp.maximum(carry["loss0"], 1.0)
+        solving = running & (t1 > t0) & jnp.isfinite(carry["loss"])
+        c0 = dict(t=t0, h=carry["dt"], theta=theta0, args=args0, Z=theta0["W"] @ X.T, st=carry["solver"], cs=cs0,
+                  L=carry["loss"], steps=jnp.asarray(0, jnp.int64), extra=jnp.asarray(0, jnp.int64),
+                  bad=jnp.asarray(False), stuck=jnp.asarray(False))
+
+        def cond(c):
+            return (solving & (c["t"] < t1) & (c["L"] >= loss_tol) & (c["steps"] < method.max_solver_steps)
+                    & ~c["bad"] & ~c["stuck"])
+
+        def body(c):
+            ta = c["t"]
+            tb = jnp.minimum(ta + c["h"], t1)
+            y1, err, _, st1, _ = solver.step(term, ta, tb, c["theta"], c["args"], c["st"], False)
+            keep, _, t_next, _, cs1, _ = controller(carry, c["L"]).adapt_step_size(
+                ta, tb, c["theta"], y1, c["args"], err, ERROR_ORDER, c["cs"])
+
+            def accepted(_):
+                th, args, changed, L = kinks.handle(y1, c["args"], c["Z"])
+                st2 = lax.cond(changed, lambda: dict(st1, f0=kinks.value_and_field(tb, th, args)[1]), lambda: st1)
+                bad = ~jnp.isfinite(L) | (L > ceiling) | ~jnp.isfinite(tree_norm(th))
+                return th, args, st2, L, 1 + changed.astype(jnp.int64), th["W"] @ X.T, bad
+
+            def rejected(_):
+                return c["theta"], c["args"], c["st"], c["L"], jnp.asarray(0, jnp.int64), c["Z"], jnp.asarray(False)
+
+            th, args, st2, L, extra, Z, bad = lax.cond(keep, accepted, rejected, None)
+            t_new = jnp.where(keep, tb, ta)
+            # a rejected step that the controller cannot shrink any further (a non-finite error) ends the chunk
+            stuck = ~keep & (~jnp.isfinite(t_next) | (t_next <= t_new))
+            return dict(t=t_new, h=t_next - t_new, theta=th, args=args, Z=Z, st=st2, cs=cs1, L=L,
+                        steps=c["steps"] + 1, extra=c["extra"] + extra, bad=bad, stuck=stuck)
+
+        c = lax.while_loop(cond, body, c0)
+        bad = c["bad"] | (running & ~jnp.isfinite(carry["loss"]))
+        failed = c["stuck"] | (solving & (c["t"] < t1) & (c["L"] >= loss_tol))
+        status = jnp.where(bad, Status.DIVERGED, jnp.where(c["L"] < loss_tol, Status.CONVERGED,
+                                                          jnp.where(failed, Status.SOLVER_FAILED, Status.RUNNING)))
+        keep = solving & ~bad
+        evals = c["cs"].attempted_evals - cs0.attempted_evals + c["extra"]
+        return {
+            **carry,
+            "theta": tree_where(keep, c["theta"], carry["theta"]),
+            "t": jnp.where(keep, c["t"], t0),
+            "t_phys": jnp.where(keep, c["t"], carry["t_phys"]),
+            "dt": jnp.where(keep & (c["h"] > 0), c["h"], carry["dt"]),
+            "step": carry["step"] + jnp.where(solving, c["steps"], 0),
+            "evals": carry["evals"] + jnp.where(solving, evals, 0),
+            "fail_step": jnp.where(solving & bad, carry["step"] + c["steps"], carry["fail_step"]),
+            "status": jnp.where(running, status, carry["status"]).astype(jnp.int32),
+            "loss": jnp.where(keep, c["L"], carry["loss"]),
+            "kink_pairs": jnp.where(keep, c["args"]["S"], carry["kink_pairs"]),
+            "solver": tree_where(keep, c["st"], carry["solver"]),
+        }
+
+    return init_carry, advance
