@@ -30,6 +30,7 @@ evaluations at every d as at d = 16; this one measures them at every d instead.
     python benchmarks/bench_fig1_grid.py --measured runs/chistikov2023-fig1 --json out.json
     python benchmarks/bench_fig1_grid.py --measured runs/fig1-d256 runs/fig1-trial0 --no-sample
     python benchmarks/bench_fig1_grid.py --kinks runs/chistikov2023-fig1 --dims 256,1024   # no training
+    python benchmarks/bench_fig1_grid.py --dims 256 --set method.kinks=slide     # the sliding flow (issue 40)
 
 `--no-sample` trains nothing: it projects the whole grid from finished runs alone, each column's seconds inside
 tasks scaled from the runs found to the column's 160 (a column run at trial 0 only counts each run five times), on
@@ -81,6 +82,7 @@ import time
 import jax
 import numpy as np
 import xarray as xr
+import yaml
 
 from bench_gf_eval_cost import bare_gradient  # this folder is on sys.path when run as a script
 from implicitbias.experiments import get
@@ -107,11 +109,16 @@ def train_one(spec, keep_w: bool = False) -> dict:
             "weighted_max_angle": float(np.ravel(ds["weighted_max_angle"].values)[-1])}
 
 
+#: `--set KEY=VALUE` overrides of the experiment's config, applied to every run this benchmark trains (e.g.
+#: `method.kinks=slide`)
+SETTINGS: dict = {}
+
+
 def sample_runs(d: int, lambdas: list[float], rtol: float | None = None, tail: bool = True) -> list:
     """Trial 0 of the column's runs at `lambdas`; at `rtol` throughout (no tail tolerance) if given; without the
     tail tolerance if not `tail`."""
     exp = get("chistikov2023-fig1")
-    overrides = {"trials": 1, "grid": {"data.scheme": list(SCHEMES), "data.d": [d], "init_scale": lambdas}}
+    overrides = {**SETTINGS, "trials": 1, "grid": {"data.scheme": list(SCHEMES), "data.d": [d], "init_scale": lambdas}}
     if rtol is not None:
         overrides["method.rtol"] = rtol
     if rtol is not None or not tail:
@@ -297,7 +304,7 @@ def _gap(before: float, after: float) -> float:
 def fig1_run(d: int, scheme: str, lam: float, trial: int):
     """The RunSpec of chistikov2023-fig1 at (d, scheme, lambda, trial): the one a stored run of its grid holds."""
     exp = get("chistikov2023-fig1")
-    return exp.runs(exp.resolve(overrides={"trials": trial + 1, "grid": {
+    return exp.runs(exp.resolve(overrides={**SETTINGS, "trials": trial + 1, "grid": {
         "data.scheme": [scheme], "data.d": [d], "init_scale": [lam]}}))[trial]
 
 
@@ -455,8 +462,14 @@ def main() -> None:
                         help="train that member (lambda 4^K) at the tolerances of SIDES and print which neurons end on "
                         "either side of a kink (within 1e-3 of it) depending on the tolerance")
     parser.add_argument("--workers", type=int, default=2, help="cores of the projected sweep (one worker each)")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="config overrides for every run trained here, as `implicitbias run --set` takes them "
+                        "(e.g. method.kinks=slide method.kink_slots=96)")
     parser.add_argument("--json", help="write the numbers here")
     args = parser.parse_args()
+    for item in args.set:
+        key, _, value = item.partition("=")
+        SETTINGS[key] = yaml.safe_load(value)
     if args.step_error:
         found = step_error(args.step_error, args.run)
         if args.json:

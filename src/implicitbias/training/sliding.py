@@ -250,11 +250,17 @@ class _Kinks:
 def make_sliding_flow(problem: Problem, method, stop: Stop):
     """(init_carry, advance) of the sliding flow for one member; the caller vmaps and jits them."""
     check_sliding_model(problem.model, problem.loss, method)
-    K, P = method.kink_slots, method.kink_candidates
+    P = method.kink_candidates
+
+    def slots(X) -> int:
+        # a neuron lies on at most n kinks, and on at most d with linearly independent normals (its Gram matrix
+        # is then positive definite): no more slots than that
+        return min(method.kink_slots, *X.shape)
     max_time = jnp.inf if stop.max_time is None else stop.max_time
     loss_tol = stop.loss_tol
 
     def init_carry(hp, theta, const, X, y):
+        K = slots(X)
         kinks = _Kinks(problem, hp, const, X, y, K, P)
         loss0 = problem.risk(hp, theta, const, X, y)
         rms = tree_norm(theta) / jnp.sqrt(sum(leaf.size for leaf in jax.tree_util.tree_leaves(theta)))
@@ -285,7 +291,7 @@ def make_sliding_flow(problem: Problem, method, stop: Stop):
         return gradient_flow_controller(rtol=rtol, atol=carry["atol"], atol_rel=method.atol_rel)
 
     def advance(carry, t_target, hp, const, X, y):
-        kinks = _Kinks(problem, hp, const, X, y, K, P)
+        kinks = _Kinks(problem, hp, const, X, y, slots(X), P)
         term = GradientFlowTerm(kinks.value_and_field)
         solver = RKC2(report_evals=True)
         running = carry["status"] == Status.RUNNING
