@@ -16,7 +16,8 @@ Proposition 1:
   of them) join S as candidates; the sliding QP at the end point (box-constrained, convex: each coefficient
   beta_jk of x_k in dw_j/dt between 0, point k off, and -a_j g_k, on), solved by a primal-dual active-set
   iteration, keeps the pairs that slide (beta inside its box) and drops the others, old pairs included; each
-  neuron is projected onto the kinks of its pairs.  Its KKT conditions are the sliding conditions: <dw_j/dt, x_k>
+  neuron is projected onto the kinks of its pairs (onto their inactive side by a few ulps, so that a held pair reads
+  as inactive, as ReLU(0) = 0 has it).  Its KKT conditions are the sliding conditions: <dw_j/dt, x_k>
   = 0 inside the box, <= 0 where the point is off and >= 0 where it is on.
 
 Every accepted step costs one evaluation more than RKC's own (the field at the end point, for the tests) and one
@@ -43,6 +44,9 @@ from implicitbias.training.stopping import Status, Stop
 #: primal-dual active-set iterations of the sliding QP after a step (the iteration ends earlier once its active
 #: sets stop changing, where it is exact)
 PDAS_ITERATIONS = 6
+
+#: a held pair is placed ROUNDING_MARGIN x d x eps x |w_j| |x_k| on the inactive side of its kink (`_Kinks.project`)
+ROUNDING_MARGIN = 4
 
 #: RKC's error order for the controller (as in `flow`)
 ERROR_ORDER = 3
@@ -169,9 +173,15 @@ class _Kinks:
         return L, self.fields(theta, C - B, Fa)
 
     def project(self, V, S):
-        """Each row of V minus its component along its neuron's kink normals."""
-        _, Xs, G = self.gram(S)
-        beta = spd_solve(G, jnp.einsum("mkd,md->mk", Xs, V))
+        """Each row of V moved along its neuron's kink normals onto its kinks, on their inactive side by a few ulps:
+        <v_j, x_k> = -ROUNDING_MARGIN d eps |v_j| |x_k| for the pairs of S_j (the rounding bound of a d-term dot
+        product, with a margin), so that a held pair reads as inactive, as ReLU(0) = 0 has it, in every reading of
+        activity that tests <w_j, x_k> > 0."""
+        valid, Xs, G = self.gram(S)
+        d = self.X.shape[1]
+        margin = ROUNDING_MARGIN * d * jnp.finfo(V.dtype).eps * jnp.linalg.norm(V, axis=1)[:, None] \
+            * jnp.linalg.norm(Xs, axis=2)
+        beta = spd_solve(G, jnp.where(valid, jnp.einsum("mkd,md->mk", Xs, V) + margin, 0.0))
         return V - jnp.einsum("mk,mkd->md", beta, Xs)
 
     def sliding(self, FW, a, g, S):
