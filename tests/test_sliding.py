@@ -118,10 +118,10 @@ def test_a_held_pair_keeps_its_neuron_on_the_kink_and_the_rest_of_the_field():
 
 
 def test_a_batch_equals_its_members_run_alone():
-    data = TeacherNeuron(d=6, scheme="uncentred", n_test=0).generate(0)
-    net = TwoLayer(width=12, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
-    method = GradientFlow(rtol=1e-5, kinks="slide", kink_slots=6, kink_candidates=32)
-    stop = Stop(loss_tol=1e-8, max_time=200.0)
+    data = TeacherNeuron(d=4, scheme="uncentred", n_test=0).generate(0)
+    net = TwoLayer(width=8, activation="relu", train_outer=True, init_scheme="balanced", outer_signs="random")
+    method = GradientFlow(rtol=1e-5, kinks="slide", kink_slots=4, kink_candidates=16)
+    stop = Stop(loss_tol=1e-8, max_time=100.0)
     scales = [0.25, 0.0625]
     both = train(net, data, Loss(name="square"), method, stop=stop, checkpoints=3, batch={"init_scale": scales})
     for i, scale in enumerate(scales):
