@@ -11,6 +11,12 @@ counting runs in a child process that imports `implicitbias` from SRC, and the t
 
     git worktree add /tmp/old 16f9b6b
     python benchmarks/bench_gf_evaluations.py --against /tmp/old/src [--only NAME,...] [--json out.json]
+
+With `--set KEY=VALUE ...` (config overrides, as `implicitbias run --set` takes them) and no `--against`, the
+quick variants are counted twice in this process, without and with the overrides, and compared the same way: e.g.
+the sliding flow against the plain one (runs matched by their position in the experiment's order of runs).
+
+    python benchmarks/bench_gf_evaluations.py --only chistikov2023-fig1,chistikov2023-fig2 --set method.kinks=slide
 """
 
 from __future__ import annotations
@@ -23,10 +29,12 @@ import sys
 import tempfile
 
 import numpy as np
+import yaml
 
 
-def count(names: list[str], params_out: str | None) -> dict:
-    """{name: {"runs", "evals", "steps"}} for the gradient-flow runs of each quick variant (this process)."""
+def count(names: list[str], params_out: str | None, overrides: dict | None = None) -> dict:
+    """{name: {"runs", "evals", "steps"}} for the gradient-flow runs of each quick variant (this process), with the
+    config `overrides`."""
     from implicitbias.experiments import get
     from implicitbias.runs.execute import train_group
     from implicitbias.runs.spec import group_runs
@@ -35,14 +43,14 @@ def count(names: list[str], params_out: str | None) -> dict:
     for name in names:
         exp = get(name)
         runs = evals = steps = 0
-        for group in group_runs(exp.runs(exp.resolve(quick=True))):
+        for group in group_runs(exp.runs(exp.resolve(quick=True, overrides=overrides))):
             if group[0].method.kind != "gf":
                 continue
             for ds in train_group(group):
                 evals += int(ds["grad_evals"].values[0, -1])
                 steps += int(ds["step"].values[0, -1])
                 flat = [np.ravel(ds[v].values) for v in sorted(ds.data_vars) if v.startswith("theta.")]
-                params[f"{name}/{ds.attrs['key']}"] = np.concatenate(flat)
+                params[f"{name}/{runs}"] = np.concatenate(flat)
                 runs += 1
         out[name] = {"runs": runs, "evals": evals, "steps": steps}
     if params_out:
@@ -54,6 +62,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="comma-separated experiment names (default: every experiment)")
     parser.add_argument("--against", help="the src folder of another checkout to compare with")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="config overrides; without --against, compared with the same variants without them")
     parser.add_argument("--json")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--params", help=argparse.SUPPRESS)
@@ -64,10 +74,14 @@ def main() -> None:
     if args.child:
         print(json.dumps(count(names, args.params)))
         return
+    overrides = {key: yaml.safe_load(value) for key, _, value in (item.partition("=") for item in args.set)}
     with tempfile.TemporaryDirectory() as tmp:
-        ours = count(names, os.path.join(tmp, "ours.npz"))
+        ours = count(names, os.path.join(tmp, "ours.npz"), overrides)
         theirs, mine, other = None, np.load(os.path.join(tmp, "ours.npz")), None
-        if args.against:
+        if overrides and not args.against:
+            theirs = count(names, os.path.join(tmp, "theirs.npz"))
+            other = np.load(os.path.join(tmp, "theirs.npz"))
+        elif args.against:
             env = {**os.environ, "PYTHONPATH": os.path.abspath(args.against)}
             child = subprocess.run([sys.executable, __file__, "--child", "--only", ",".join(names),
                                     "--params", os.path.join(tmp, "theirs.npz")],

@@ -226,12 +226,13 @@ class _Kinks:
     def handle(self, theta, args, Z0):
         """After an accepted step: entries (pairs that crossed their kink and slide) and exits (pairs that no
         longer slide), and each neuron projected onto the kinks of its pairs.  Returns (theta, args, changed,
-        loss)."""
-        S, X = args["S"], self.X
+        loss).  (Skipping the QP, the projection and the new Gram matrices where nothing crossed and every held
+        pair still slid cost more than it saved on the d = 256 probe at 24 slots: 68 s against 56 s.)"""
         L, C, _, Z1, g = self.parts(theta, args["mask"])
+        crossed = (jnp.sign(Z1) != jnp.sign(Z0)) & ~args["mask"]
+        S, X = args["S"], self.X
         FW = C @ X
         a = self.outer(theta)
-        crossed = (jnp.sign(Z1) != jnp.sign(Z0)) & ~args["mask"]
         # the first P crossing pairs in index order
         (idx,) = jnp.nonzero(crossed.ravel(), size=self.P, fill_value=0)
         live = jnp.arange(self.P) < jnp.sum(crossed)

@@ -70,7 +70,7 @@ class GradientFlow(Method):
     tail_rtol: float | None = pydantic.Field(None, gt=0.0, lt=1.0)
     tail_below: float = pydantic.Field(1e-4, gt=0.0, lt=1.0)
     kinks: Literal["cross", "slide"] = "cross"
-    kink_slots: int = pydantic.Field(96, ge=1, le=1024)
+    kink_slots: int = pydantic.Field(24, ge=1, le=1024)
     kink_candidates: int = pydantic.Field(512, ge=1)
 
     is_adaptive: ClassVar[bool] = True
