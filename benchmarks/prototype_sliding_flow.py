@@ -47,6 +47,7 @@ from implicitbias.metrics.readings import initial_parameters, max_angle_by_readi
 from implicitbias.runs.spec import RunSpec
 from implicitbias.training.rkc import RKC2, GradientFlowTerm
 from implicitbias.training.rkc_control import CountState, gradient_flow_controller
+from implicitbias.training.sliding import spd_solve  # Cholesky in XLA ops: LAPACK's batched solves can deadlock
 
 
 def load(folder, trial: int = 0):
@@ -70,45 +71,6 @@ def load(folder, trial: int = 0):
             "evals": int(ds["grad_evals"].values[0, -1]), "time": float(ds["time"].values[0, -1]),
             "loss": float(ds["loss"].values[0, -1])}
     return spec, X, y, theta0, base
-
-
-def spd_solve(A, B):
-    """A^-1 B for a batch of symmetric positive definite A (..., K, K) and B (..., K) or (..., K, r), by a Cholesky
-    factorisation written in XLA's own operations (a loop over the K columns) instead of LAPACK's.
-
-    jaxlib 0.10's batched LAPACK kernels (getrf, trsm: `jnp.linalg.solve`, `inv`) split their batch over XLA's
-    thread pool and wait for it (`jax::ParallelBatchMap`).  Where two of them run at once, each on a thread of the
-    pool, both wait for tasks that no free thread is left to run: the d = 1024 trial at K = 48 hung so, every thread
-    parked (gdb: two `tf_XLAEigen` threads in `BlockingCounter::Wait` under `lapack_dtrsm_ffi`), also with
-    --xla_cpu_multi_thread_eigen=false.  The factorisation costs m K^3 flops, as LAPACK's would, but in K sequential
-    steps: at d = 1024 a step of the held flow at K = 96 took about twice as long as at K = 48."""
-    vector = B.ndim == A.ndim - 1
-    B = B[..., None] if vector else B
-    K = A.shape[-1]
-    idx = jnp.arange(K)
-
-    def factor(j, L):
-        # column j of the Cholesky factor: (A e_j - L L_j^T), the columns of L right of j being still zero
-        v = A[..., :, j] - jnp.einsum("...ik,...k->...i", L, L[..., j, :])
-        d = jnp.sqrt(v[..., j])
-        col = jnp.where(idx >= j, v / d[..., None], 0.0)
-        return L.at[..., :, j].set(col)
-
-    L = lax.fori_loop(0, K, factor, jnp.zeros_like(A))
-
-    def forward(i, Z):  # L Z = B, row i
-        z = (B[..., i, :] - jnp.einsum("...k,...kr->...r", L[..., i, :], Z)) / L[..., i, i][..., None]
-        return Z.at[..., i, :].set(z)
-
-    Z = lax.fori_loop(0, K, forward, jnp.zeros_like(B))
-
-    def backward(t, Xs):  # L^T X = Z, row K - 1 - t
-        i = K - 1 - t
-        x = (Z[..., i, :] - jnp.einsum("...k,...kr->...r", L[..., :, i], Xs)) / L[..., i, i][..., None]
-        return Xs.at[..., i, :].set(x)
-
-    X = lax.fori_loop(0, K, backward, jnp.zeros_like(B))
-    return X[..., 0] if vector else X
 
 
 #: primal-dual active-set iterations of the sliding QP at the end of a step (exact once the active set is found;
