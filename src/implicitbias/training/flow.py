@@ -107,26 +107,8 @@ def make_flow(problem: Problem, method: FlowSettings, stop: Stop):
 
     def init_carry(hp, theta, const, X, y):
         _check_size(method, theta)
-        loss0 = problem.risk(hp, theta, const, X, y)
-        if method.atol is None:
-            rms = tree_norm(theta) / jnp.sqrt(sum(leaf.size for leaf in jax.tree_util.tree_leaves(theta)))
-            atol = jnp.where(rms > 0, 1e-5 * rms, 1e-9)
-        else:
-            atol = method.atol
-        return {
-            "theta": theta,
-            "t": jnp.asarray(0.0, dtype=float),  # not weakly typed: advance returns a strong f64
-            "t_phys": jnp.asarray(0.0, dtype=float),
-            "dt": jnp.asarray(method.dt0, dtype=float),
-            "atol": jnp.asarray(atol, dtype=float),
-            "step": jnp.asarray(0, jnp.int64),
-            "evals": jnp.asarray(0, jnp.int64),
-            "fail_step": jnp.asarray(-1, jnp.int64),
-            "status": jnp.asarray(Status.RUNNING, jnp.int32),
-            "loss": loss0,
-            "loss0": loss0,
-            **_initial_solver_state(problem, method, stop, loss_clock, hp, theta, const, X, y),
-        }
+        return {**initial_carry(method, theta, problem.risk(hp, theta, const, X, y)),
+                **_initial_solver_state(problem, method, stop, loss_clock, hp, theta, const, X, y)}
 
     def advance(carry, t_target, hp, const, X, y):
         risk = lambda th: problem.risk(hp, th, const, X, y)
@@ -202,6 +184,30 @@ def make_flow(problem: Problem, method: FlowSettings, stop: Stop):
         return new
 
     return init_carry, advance
+
+
+def initial_carry(method: FlowSettings, theta, loss0) -> dict:
+    """The carry every gradient-flow stepping starts from (`make_flow`, `training.sliding`): time 0, the first step
+    `dt0`, the absolute tolerance (method.atol, or 1e-5 x rms(theta(0)), 1e-9 from theta(0) = 0), no step or
+    evaluation yet, running, and the loss at the start."""
+    if method.atol is None:
+        rms = tree_norm(theta) / jnp.sqrt(sum(leaf.size for leaf in jax.tree_util.tree_leaves(theta)))
+        atol = jnp.where(rms > 0, 1e-5 * rms, 1e-9)
+    else:
+        atol = method.atol
+    return {
+        "theta": theta,
+        "t": jnp.asarray(0.0, dtype=float),  # not weakly typed: advance returns a strong f64
+        "t_phys": jnp.asarray(0.0, dtype=float),
+        "dt": jnp.asarray(method.dt0, dtype=float),
+        "atol": jnp.asarray(atol, dtype=float),
+        "step": jnp.asarray(0, jnp.int64),
+        "evals": jnp.asarray(0, jnp.int64),
+        "fail_step": jnp.asarray(-1, jnp.int64),
+        "status": jnp.asarray(Status.RUNNING, jnp.int32),
+        "loss": loss0,
+        "loss0": loss0,
+    }
 
 
 def chunk_rtol(method: FlowSettings, carry):

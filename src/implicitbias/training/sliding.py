@@ -36,6 +36,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from implicitbias._spec import ConfigError
+from implicitbias.training.flow import initial_carry
 from implicitbias.training.problem import Problem, tree_norm, tree_where
 from implicitbias.training.rkc import RKC2, GradientFlowTerm
 from implicitbias.training.rkc_control import gradient_flow_controller
@@ -273,24 +274,11 @@ def make_sliding_flow(problem: Problem, method, stop: Stop):
     def init_carry(hp, theta, const, X, y):
         K = slots(X)
         kinks = _Kinks(problem, hp, const, X, y, K, P)
-        loss0 = problem.risk(hp, theta, const, X, y)
-        rms = tree_norm(theta) / jnp.sqrt(sum(leaf.size for leaf in jax.tree_util.tree_leaves(theta)))
-        atol = (jnp.where(rms > 0, 1e-5 * rms, 1e-9) if method.atol is None else method.atol)
         S0 = -jnp.ones((theta["W"].shape[0], K), jnp.int64)
         term = GradientFlowTerm(kinks.value_and_field)
         solver = RKC2(report_evals=True)
         return {
-            "theta": theta,
-            "t": jnp.asarray(0.0, dtype=float),
-            "t_phys": jnp.asarray(0.0, dtype=float),
-            "dt": jnp.asarray(method.dt0, dtype=float),
-            "atol": jnp.asarray(atol, dtype=float),
-            "step": jnp.asarray(0, jnp.int64),
-            "evals": jnp.asarray(0, jnp.int64),
-            "fail_step": jnp.asarray(-1, jnp.int64),
-            "status": jnp.asarray(Status.RUNNING, jnp.int32),
-            "loss": loss0,
-            "loss0": loss0,
+            **initial_carry(method, theta, problem.risk(hp, theta, const, X, y)),
             "kink_pairs": S0,
             "solver": solver.init(term, jnp.asarray(0.0), jnp.asarray(1.0), theta, kinks.prepare(S0)),
         }
