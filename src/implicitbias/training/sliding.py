@@ -173,16 +173,19 @@ class _Kinks:
         B = jnp.zeros_like(C).at[rows, Sc].add(beta)
         return L, self.fields(theta, C - B, Fa)
 
-    def project(self, V, S):
+    def project(self, V, args):
         """Each row of V moved along its neuron's kink normals onto its kinks, on their inactive side by a few ulps:
         <v_j, x_k> = -ROUNDING_MARGIN d eps |v_j| |x_k| for the pairs of S_j (the rounding bound of a d-term dot
         product, with a margin), so that a held pair reads as inactive, as ReLU(0) = 0 has it, in every reading of
-        activity that tests <w_j, x_k> > 0."""
-        valid, Xs, G = self.gram(S)
+        activity that tests <w_j, x_k> > 0.  `args`: `prepare(S)`, whose inverse Gram matrices it reuses."""
+        S = args["S"]
+        valid = S >= 0
+        Xs = self.X[jnp.maximum(S, 0)] * valid[..., None]
         d = self.X.shape[1]
         margin = ROUNDING_MARGIN * d * jnp.finfo(V.dtype).eps * jnp.linalg.norm(V, axis=1)[:, None] \
             * jnp.linalg.norm(Xs, axis=2)
-        beta = spd_solve(G, jnp.where(valid, jnp.einsum("mkd,md->mk", Xs, V) + margin, 0.0))
+        rhs = jnp.where(valid, jnp.einsum("mkd,md->mk", Xs, V) + margin, 0.0)
+        beta = jnp.where(valid, jnp.einsum("mkl,ml->mk", args["Ginv"], rhs), 0.0)
         return V - jnp.einsum("mk,mkd->md", beta, Xs)
 
     def sliding(self, FW, a, g, S):
@@ -201,11 +204,10 @@ class _Kinks:
             fixed = jnp.where(A_lo, lo, jnp.where(A_hi, hi, 0.0))
             rhs = -(b + jnp.einsum("mkl,ml->mk", G, fixed))
             M = G * (free[:, :, None] & free[:, None, :]) + eye * (~free)[:, None, :]
-            beta = jnp.where(free, spd_solve(M, jnp.where(free, rhs, 0.0)), fixed)
-            return beta, free
+            return jnp.where(free, spd_solve(M, jnp.where(free, rhs, 0.0)), fixed)
 
         def update(sets):
-            beta, _ = solve(sets)
+            beta = solve(sets)
             grad = jnp.einsum("mkl,ml->mk", G, beta) + b
             A_lo = valid & (beta - grad < lo)
             A_hi = valid & ~A_lo & (beta - grad > hi)
@@ -221,8 +223,8 @@ class _Kinks:
             i, sets, _ = c
             return i + 1, update(sets), sets
 
-        _, sets, _ = lax.while_loop(unsettled, iterate, (jnp.asarray(0), (none, none), (none, none)))
-        return solve(sets)[1]
+        _, (A_lo, A_hi), _ = lax.while_loop(unsettled, iterate, (jnp.asarray(0), (none, none), (none, none)))
+        return valid & ~A_lo & ~A_hi
 
     def handle(self, theta, args, Z0):
         """After an accepted step: entries (pairs that crossed their kink and slide) and exits (pairs that no
@@ -253,10 +255,11 @@ class _Kinks:
         interior = self.sliding(FW, a, g, S_cand)
         S_new = jnp.where(interior, S_cand, -1)
         changed = jnp.any(S_new != S)
-        Wp = self.project(theta["W"], S_new)
+        args_new = self.prepare(S_new)
+        Wp = self.project(theta["W"], args_new)
         has = jnp.any(S_new >= 0, axis=1)
         theta = {**theta, "W": jnp.where(has[:, None], Wp, theta["W"])}
-        return theta, self.prepare(S_new), changed, L
+        return theta, args_new, changed, L
 
 
 def make_sliding_flow(problem: Problem, method, stop: Stop):
