@@ -15,7 +15,7 @@ from implicitbias.papers.chistikov2023.data import TeacherNeuron
 from implicitbias.runs.spec import RunSpec
 from implicitbias.training.methods import GradientFlow
 from implicitbias.training.problem import Problem
-from implicitbias.training.sliding import _Kinks, spd_solve
+from implicitbias.training.sliding import _Kinks, compact, held_count, spd_solve
 from implicitbias.training.stopping import Status, Stop
 from implicitbias.training.train import train
 
@@ -154,6 +154,25 @@ def test_spd_solve_is_numpy_solve():
                                    atol=1e-13)
         np.testing.assert_allclose(spd_solve(jnp.asarray(A), jnp.asarray(B[..., 0])), np.linalg.solve(A, B)[..., 0],
                                    rtol=1e-12, atol=1e-13)
+
+
+def test_spd_solve_on_the_leading_block_alone():
+    """With `size`, the loops run over the leading size x size block only: right where the rest of A is the identity
+    (as for the Gram matrices of compacted held pairs), and wrong where it is not (the negative control)."""
+    rng = np.random.default_rng(3)
+    K = 8
+    A = np.broadcast_to(np.eye(K), (4, K, K)).copy()
+    for i, k in enumerate((0, 2, 5, 5)):  # each member's own block, the largest one of 5
+        M = rng.standard_normal((k, k))
+        A[i, :k, :k] = M @ M.T + k * np.eye(k)
+    B = rng.standard_normal((4, K, 3))
+    expected = np.linalg.solve(A, B)
+    for size in (5, jnp.asarray(5), K):
+        np.testing.assert_allclose(spd_solve(jnp.asarray(A), jnp.asarray(B), size), expected, rtol=1e-12, atol=1e-13)
+    assert held_count(compact(jnp.asarray([[-1, 3, -1, 2], [-1, -1, -1, -1]]))) == 2
+    np.testing.assert_array_equal(compact(jnp.asarray([[-1, 3, -1, 2]])), [[3, 2, -1, -1]])
+    A[0, 6, 7] = A[0, 7, 6] = 0.5  # outside the block: not the identity there
+    assert not np.allclose(spd_solve(jnp.asarray(A), jnp.asarray(B), 5), np.linalg.solve(A, B))
 
 
 def test_runs_of_the_plain_flow_keep_their_identity():

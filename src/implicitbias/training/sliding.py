@@ -75,37 +75,55 @@ def check_sliding_model(model, loss, method) -> None:
                           "of one output (square, logistic or exponential)")
 
 
-def spd_solve(A, B):
+def spd_solve(A, B, size=None):
     """A^-1 B for a batch of symmetric positive definite A (..., K, K) and B (..., K) or (..., K, r): a Cholesky
-    factorisation and two triangular solves, each a loop over the K columns in XLA's own operations.  Costs K
-    sequential iterations over the batch: fine for K up to ~100."""
+    factorisation and two triangular solves, each a loop over the columns in XLA's own operations.
+
+    size: where given (an int, traced or not), every A is the identity outside its leading size x size block (as
+    the Gram matrices of a neuron's held pairs are, with its pairs in its first slots), and the loops run over the
+    first `size` columns only: they cost `size` sequential iterations over the batch instead of K."""
     vector = B.ndim == A.ndim - 1
     if vector:
         B = B[..., None]
     K = A.shape[-1]
+    n = K if size is None else size
+    idx = jnp.arange(K)
 
-    def column(j, L):  # the Cholesky factor, column j
-        row = L[..., j, :]
+    def column(j, L):  # the Cholesky factor, column j (L starts as the identity: the columns past n stay so)
+        row = jnp.where(idx < j, L[..., j, :], 0.0)
         diag = jnp.sqrt(jnp.maximum(A[..., j, j] - jnp.sum(row * row, axis=-1), 1e-300))
         below = (A[..., :, j] - jnp.einsum("...ik,...k->...i", L, row)) / diag[..., None]
-        below = jnp.where(jnp.arange(K) > j, below, 0.0)
+        below = jnp.where(idx > j, below, 0.0)
         return L.at[..., :, j].set(below.at[..., j].set(diag))
 
-    L = lax.fori_loop(0, K, column, jnp.zeros_like(A))
+    L = lax.fori_loop(0, n, column, jnp.broadcast_to(jnp.eye(K, dtype=A.dtype), A.shape))
 
-    def forward(i, Z):  # L Z = B, row i
-        z = (B[..., i, :] - jnp.einsum("...k,...kr->...r", L[..., i, :], Z)) / L[..., i, i][..., None]
+    def forward(i, Z):  # L Z = B, row i (the rows past n of L are the identity's: Z = B there)
+        left = jnp.where(idx < i, L[..., i, :], 0.0)
+        z = (B[..., i, :] - jnp.einsum("...k,...kr->...r", left, Z)) / L[..., i, i][..., None]
         return Z.at[..., i, :].set(z)
 
-    Z = lax.fori_loop(0, K, forward, jnp.zeros_like(B))
+    Z = lax.fori_loop(0, n, forward, B)
 
-    def backward(t, Xs):  # L^T X = Z, row K - 1 - t
-        i = K - 1 - t
-        x = (Z[..., i, :] - jnp.einsum("...k,...kr->...r", L[..., :, i], Xs)) / L[..., i, i][..., None]
+    def backward(t, Xs):  # L^T X = Z, row n - 1 - t
+        i = n - 1 - t
+        below = jnp.where(idx > i, L[..., :, i], 0.0)
+        x = (Z[..., i, :] - jnp.einsum("...k,...kr->...r", below, Xs)) / L[..., i, i][..., None]
         return Xs.at[..., i, :].set(x)
 
-    X = lax.fori_loop(0, K, backward, jnp.zeros_like(B))
+    X = lax.fori_loop(0, n, backward, Z)
     return X[..., 0] if vector else X
+
+
+def held_count(S):
+    """The most pairs any neuron holds: with each neuron's pairs in its first slots (`compact`), every Gram matrix
+    of S is the identity outside its leading block of this size."""
+    return jnp.max(jnp.sum(S >= 0, axis=-1))
+
+
+def compact(S):
+    """Each neuron's pairs moved to its first slots, in their order (the empty slots, -1, after them)."""
+    return jnp.take_along_axis(S, jnp.argsort(S < 0, axis=-1, stable=True), axis=-1)
 
 
 class _Kinks:
@@ -152,7 +170,8 @@ class _Kinks:
     def prepare(self, S):
         """What stays fixed while S does: the mask of its pairs and the inverse Gram matrices."""
         _, _, G = self.gram(S)
-        return {"S": S, "mask": self.mask_of(S), "Ginv": spd_solve(G, jnp.broadcast_to(jnp.eye(self.K), G.shape))}
+        Ginv = spd_solve(G, jnp.broadcast_to(jnp.eye(self.K), G.shape), held_count(S))
+        return {"S": S, "mask": self.mask_of(S), "Ginv": Ginv}
 
     def fields(self, theta, C, Fa):
         out = {"W": C @ self.X}
@@ -197,6 +216,7 @@ class _Kinks:
         lo = jnp.where(valid, jnp.minimum(0.0, full), 0.0)
         hi = jnp.where(valid, jnp.maximum(0.0, full), 0.0)
         eye = jnp.eye(self.K)
+        size = held_count(S)
 
         def solve(sets):
             A_lo, A_hi = sets
@@ -204,7 +224,7 @@ class _Kinks:
             fixed = jnp.where(A_lo, lo, jnp.where(A_hi, hi, 0.0))
             rhs = -(b + jnp.einsum("mkl,ml->mk", G, fixed))
             M = G * (free[:, :, None] & free[:, None, :]) + eye * (~free)[:, None, :]
-            return jnp.where(free, spd_solve(M, jnp.where(free, rhs, 0.0)), fixed)
+            return jnp.where(free, spd_solve(M, jnp.where(free, rhs, 0.0), size), fixed)
 
         def update(sets):
             beta = solve(sets)
@@ -253,7 +273,7 @@ class _Kinks:
         on = added & (Z1[jp, kp] > 0)
         FW = FW.at[jp].add(jnp.where(on, a[jp] * g[kp], 0.0)[:, None] * X[kp])
         interior = self.sliding(FW, a, g, S_cand)
-        S_new = jnp.where(interior, S_cand, -1)
+        S_new = compact(jnp.where(interior, S_cand, -1))
         changed = jnp.any(S_new != S)
         args_new = self.prepare(S_new)
         Wp = self.project(theta["W"], args_new)
