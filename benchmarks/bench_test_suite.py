@@ -18,8 +18,17 @@ The configurations:
   (2026-12-07, 7 quick variants of tests/test_cli.py, 2 rounds): wall 118.6 s -> 115.4 s, CPU 210.9 -> 207.3 s,
   within the rounds' spread (111.7-125.4 s); not shipped.
 
+`--compiles` runs the suite once, as shipped, with a listener in every Python process it starts (a
+`sitecustomize` module put first on PYTHONPATH): JAX's compile events (tracing, lowering to MLIR, XLA's backend
+compile, the persistent cache's hits) and every backend compile with its program's name and the test that asked for
+it (PYTEST_CURRENT_TEST).  It prints the process tree's CPU time, the seconds of each compile stage, and the
+backend compiles by program and by test file: where the suite's time goes when most of it is compiling.
+Processes that end without running `atexit` (Dask's worker processes, killed at shutdown) are not counted.
+
     python benchmarks/bench_test_suite.py                                   # whole suite, ~25 min on 2 cores
     python benchmarks/bench_test_suite.py --configs default,threshold --repeat 1 -- tests/test_sweep.py
+    python benchmarks/bench_test_suite.py --compiles                        # one run of the suite, ~9 min
+    python benchmarks/bench_test_suite.py --compiles -- tests/test_sliding.py
 """
 
 from __future__ import annotations
@@ -61,14 +70,97 @@ def run_once(env_changes: dict[str, str], tests: list[str], workers: int) -> dic
     return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "code": proc.returncode, "summary": last}
 
 
+#: the listener of `--compiles`, written as sitecustomize.py into a scratch folder put first on PYTHONPATH
+LISTENER = r"""
+import atexit, collections, json, os, resource, sys, time
+
+_events = collections.Counter()
+_compiles = []
+
+try:
+    import jax.monitoring
+    import jax._src.compiler as _compiler
+
+    jax.monitoring.register_event_duration_secs_listener(lambda event, secs, **kw: _events.update({event: secs}))
+    _backend_compile = _compiler.backend_compile_and_load
+
+    def _timed(backend, module, *args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return _backend_compile(backend, module, *args, **kwargs)
+        finally:
+            try:
+                name = str(module.operation.attributes["sym_name"]).strip('"')
+            except Exception:
+                name = "?"
+            _compiles.append((name, time.perf_counter() - started, os.environ.get("PYTEST_CURRENT_TEST", "")))
+
+    _compiler.backend_compile_and_load = _timed
+except Exception as exc:  # a process without jax: only its CPU time is recorded
+    _events["listener not installed: " + type(exc).__name__] += 0.0
+
+
+def _dump():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    record = {"pid": os.getpid(), "cpu_s": usage.ru_utime + usage.ru_stime, "argv": " ".join(sys.argv)[:160],
+              "events": dict(_events), "compiles": _compiles}
+    with open(os.environ["IMPLICITBIAS_BENCH_EVENTS"], "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+atexit.register(_dump)
+"""
+
+
+def compile_report(tests: list[str], workers: int) -> dict:
+    """One run of the suite with `LISTENER` in every Python process; prints and returns where compile time went."""
+    import collections
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="implicitbias-bench-events-") as scratch:
+        Path(scratch, "sitecustomize.py").write_text(LISTENER)
+        events = Path(scratch, "events.jsonl")
+        pythonpath = os.pathsep.join(p for p in (scratch, os.environ.get("PYTHONPATH", "")) if p)
+        run = run_once({"PYTHONPATH": pythonpath, "IMPLICITBIAS_BENCH_EVENTS": str(events)}, tests, workers)
+        records = [json.loads(line) for line in events.read_text().splitlines()] if events.exists() else []
+    print(f"suite: wall {run['wall_s']:.1f} s, CPU of the process tree {run['cpu_s']:.1f} s, exit {run['code']} "
+          f"({run['summary']}); {len(records)} processes reported")
+    totals = collections.Counter()
+    for r in records:
+        totals.update(r["events"])
+    for event in ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                  "/jax/core/compile/backend_compile_duration", "/jax/compilation_cache/compile_time_saved_sec"):
+        print(f"  {event:55s} {totals.get(event, 0.0):8.1f} s")
+    compiles = [c for r in records for c in r["compiles"]]
+    print(f"backend compiles: {len(compiles)}, {sum(c[1] for c in compiles):.1f} s (wall seconds of each call; XLA "
+          "may compile on threads of its own)")
+    tables = {"program": lambda c: c[0].split(".")[0], "test file": lambda c: c[2].split("::")[0] or "(outside a test)"}
+    for title, key in tables.items():
+        by = collections.defaultdict(lambda: [0, 0.0])
+        for c in compiles:
+            by[key(c)][0] += 1
+            by[key(c)][1] += c[1]
+        print(f"by {title} (seconds, compiles):")
+        for name, (count, secs) in sorted(by.items(), key=lambda kv: -kv[1][1])[:12]:
+            print(f"  {secs:8.1f} s {count:6d}  {name}")
+    return {"run": run, "events": dict(totals), "compiles": compiles}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", default="default,threshold", help="comma-separated, from: " + ", ".join(CONFIGS))
     parser.add_argument("--repeat", type=int, default=2, help="rounds (each runs every configuration once)")
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (-n), 2 as in the README")
     parser.add_argument("--json", help="write the measurements here")
+    parser.add_argument("--compiles", action="store_true",
+                        help="one run of the suite as shipped, reporting its JAX compile time (see above)")
     parser.add_argument("tests", nargs="*", help="after --: the tests to run (default: the whole suite)")
     args = parser.parse_args()
+    if args.compiles:
+        report = compile_report(args.tests, args.workers)
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=1))
+        return
     names = args.configs.split(",")
     unknown = [n for n in names if n not in CONFIGS]
     if unknown:
