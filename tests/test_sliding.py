@@ -87,10 +87,16 @@ def test_without_kink_pairs_the_field_is_minus_the_gradient(train_outer, loss):
     args = kinks.prepare(-jnp.ones((7, 3), jnp.int64))
     value, field = kinks.value_and_field(0.0, theta, args)
     L, grad = jax.value_and_grad(lambda th: problem.risk(hp, th, const, X, y))(theta)
-    assert float(value) == pytest.approx(float(L), rel=1e-14)
+    assert float(value["L"]) == pytest.approx(float(L), rel=1e-14)
     assert set(field) == set(grad)
     for name in grad:
         np.testing.assert_allclose(field[name], -grad[name], rtol=1e-12, atol=1e-15)
+    # what the end-of-step tests read from the value: the pre-activations, dL/df and <field of w_j, x_k>
+    np.testing.assert_allclose(value["Z"], theta["W"] @ X.T, rtol=1e-13, atol=1e-15)
+    a = model.outer(theta, const)
+    g = jax.grad(lambda f: Loss(name=loss).risk(f, y))(a @ jax.nn.relu(theta["W"] @ X.T))
+    np.testing.assert_allclose(value["g"], g, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(value["CXX"], -grad["W"] @ X.T, rtol=1e-11, atol=1e-14)
 
 
 def test_a_held_pair_keeps_its_neuron_on_the_kink_and_the_rest_of_the_field():

@@ -217,6 +217,11 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
     - `report_evals`: if True, the error estimate handed to the step-size controller carries the number
       of evaluations of the step; the controller must then be a :class:`CountingController` (possibly
       wrapping other controllers), e.g. from :func:`gradient_flow_controller`.
+    - `end_value`: if True, the solver state keeps, as ``value``, the term's value at the end point of the last
+      step, from the evaluation of F(y_{n+1}) the step makes anyway (the term must be a
+      :class:`GradientFlowTerm`; its value may be any pytree).  A caller that needs more of that evaluation than
+      F itself (the sliding flow needs the pre-activations and dL/df there) reads it from the state instead of
+      evaluating the field at y_{n+1} once more.
     - `stop_below`: stop the solve after the first accepted step whose end point has a term value below this
       (the term must be a :class:`GradientFlowTerm`; needs `report_evals`): the solution then ends there
       with ``RESULTS.event_occurred``, as with a boolean ``diffrax.Event(lambda t, y, args, **kw: value(y) <
@@ -247,6 +252,7 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
     power_part: Callable | None = None
     report_evals: bool = eqx.field(static=True, default=False)
     stop_below: float | None = None
+    end_value: bool = eqx.field(static=True, default=False)
 
     def __check_init__(self):
         if self.stop_below is not None and not self.report_evals:
@@ -270,10 +276,17 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
         return y if self.power_part is None else self.power_part(y)
 
     def _eval(self, terms, t, y, args):
-        """(value, F(t, y)): the value only with `stop_below` (then the term is a GradientFlowTerm)."""
-        if self.stop_below is None:
+        """(value, F(t, y)): the value only with `stop_below` or `end_value` (then the term is a GradientFlowTerm)."""
+        if self.stop_below is None and not self.end_value:
             return None, terms.vf(t, y, args)
         return _value_and_vf(terms, t, y, args)
+
+    def _value_zeros(self, terms, t, y, args):
+        """Zeros shaped as the term's value (the loop's value before its first evaluation), or None."""
+        if self.stop_below is None and not self.end_value:
+            return None
+        shape = jax.eval_shape(lambda: _value_and_vf(terms, t, y, args)[0])
+        return jtu.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shape)
 
     def _f0_and_rho(self, terms, t, y, f0, need_f0, args, v, rho, max_iter):
         """F(t, y) if `need_f0` (else the stored `f0`), then the nonlinear power method warm-started at
@@ -335,7 +348,9 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
         v0 = jtu.tree_unflatten(treedef, [weyl(x, o) for x, o in zip(leaves, offsets)])
         v0 = self._part(v0)
         v0 = _scale(1.0 / _norm2(v0), v0)
+        extra = {} if not self.end_value else {"value": self._value_zeros(terms, t0, y0, args)}
         return dict(
+            **extra,
             f0=jtu.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), f_shape),
             fresh=jnp.asarray(True),  # F(y0) not evaluated, ρ not estimated yet
             v=v0,
@@ -413,7 +428,7 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
 
         one = jnp.ones_like(w0)
         zero = jnp.zeros_like(w0)
-        value0 = None if self.stop_below is None else jnp.zeros((), dtype)
+        value0 = self._value_zeros(terms, t0, y0, args)
         init = (jnp.asarray(2, s.dtype), y1_stage, y0, c1, w0, one, one, zero, zero, zero, b2, b2, f0, value0)
         out = lax.while_loop(cond, body, init)
         y1, f1, value1 = out[2], out[12], out[13]
@@ -425,6 +440,7 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
         y_error = jtu.tree_map(lambda e: jnp.where(capped, jnp.inf, e), y_error)
 
         new_state = dict(
+            **({"value": value1} if self.end_value else {}),
             f0=f1,
             fresh=jnp.asarray(False),
             v=v,

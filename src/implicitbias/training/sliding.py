@@ -20,8 +20,9 @@ Proposition 1:
   as inactive, as ReLU(0) = 0 has it).  Its KKT conditions are the sliding conditions: <dw_j/dt, x_k>
   = 0 inside the box, <= 0 where the point is off and >= 0 where it is on.
 
-Every accepted step costs one evaluation more than RKC's own (the field at the end point, for the tests) and one
-more where S changed (the first-same-as-last field of the next step): both are counted in `grad_evals`.
+The tests after a step read the field's evaluation at its end point, which RKC makes anyway (`RKC2(end_value=True)`
+keeps what they need of it); an accepted step where S changed costs one evaluation more than RKC's own (the
+first-same-as-last field of the next step, under the new S), counted in `grad_evals`.
 The linear solves are Cholesky factorisations written in XLA's own operations (`spd_solve`), not LAPACK's:
 jaxlib 0.10's batched LAPACK solves deadlock when two run at once (`benchmarks/check_batched_solve_deadlock.py`).
 
@@ -181,16 +182,19 @@ class _Kinks:
 
     def value_and_field(self, t, theta, args):
         """The field for the fixed set S of `args`: without the pairs of S, projected onto the tangent space of each
-        neuron's kinks (every pair of S held on its kink)."""
+        neuron's kinks (every pair of S held on its kink).  Its value is what `handle` needs of the end point of a
+        step (RKC2 keeps it with `end_value`): {"L": the loss, "Z": W X^T, "g": dL/df, "CXX": C X X^T, whose
+        entry (j, k) is <x_k, the field of w_j without the pairs of S>}."""
         S = args["S"]
         valid = S >= 0
         Sc = jnp.maximum(S, 0)
-        L, C, Fa, _, _ = self.parts(theta, args["mask"])
-        b = jnp.where(valid, jnp.take_along_axis(C @ self.XX, Sc, axis=1), 0.0)
+        L, C, Fa, Z, g = self.parts(theta, args["mask"])
+        CXX = C @ self.XX
+        b = jnp.where(valid, jnp.take_along_axis(CXX, Sc, axis=1), 0.0)
         beta = jnp.where(valid, jnp.einsum("mkl,ml->mk", args["Ginv"], b), 0.0)
         rows = jnp.broadcast_to(jnp.arange(S.shape[0])[:, None], S.shape)
         B = jnp.zeros_like(C).at[rows, Sc].add(beta)
-        return L, self.fields(theta, C - B, Fa)
+        return {"L": L, "Z": Z, "g": g, "CXX": CXX}, self.fields(theta, C - B, Fa)
 
     def project(self, V, args):
         """Each row of V moved along its neuron's kink normals onto its kinks, on their inactive side by a few ulps:
@@ -207,11 +211,12 @@ class _Kinks:
         beta = jnp.where(valid, jnp.einsum("mkl,ml->mk", args["Ginv"], rhs), 0.0)
         return V - jnp.einsum("mk,mkd->md", beta, Xs)
 
-    def sliding(self, FW, a, g, S):
-        """Which pairs of S slide: the interior of the box-constrained QP min 1/2 beta^T G beta + <FW_j, X_S^T beta>,
-        beta_jk between 0 and -a_j g_k, solved by a primal-dual active-set iteration."""
-        valid, Xs, G = self.gram(S)
-        b = jnp.einsum("mkd,md->mk", Xs, FW)
+    def sliding(self, b, a, g, S):
+        """Which pairs of S slide: the interior of the box-constrained QP min 1/2 beta^T G beta + b^T beta (b_jk =
+        <F_j, x_k>, F_j the field of w_j without the pairs of S), beta_jk between 0 and -a_j g_k, solved by a
+        primal-dual active-set iteration."""
+        valid, _, G = self.gram(S)
+        b = jnp.where(valid, b, 0.0)
         full = -a[:, None] * g[jnp.maximum(S, 0)]
         lo = jnp.where(valid, jnp.minimum(0.0, full), 0.0)
         hi = jnp.where(valid, jnp.maximum(0.0, full), 0.0)
@@ -246,15 +251,16 @@ class _Kinks:
         _, (A_lo, A_hi), _ = lax.while_loop(unsettled, iterate, (jnp.asarray(0), (none, none), (none, none)))
         return valid & ~A_lo & ~A_hi
 
-    def handle(self, theta, args, Z0):
+    def handle(self, theta, args, Z0, end):
         """After an accepted step: entries (pairs that crossed their kink and slide) and exits (pairs that no
-        longer slide), and each neuron projected onto the kinks of its pairs.  Returns (theta, args, changed,
-        loss).  (Skipping the QP, the projection and the new Gram matrices where nothing crossed and every held
-        pair still slid cost more than it saved on the d = 256 probe at 24 slots: 68 s against 56 s.)"""
-        L, C, _, Z1, g = self.parts(theta, args["mask"])
+        longer slide), and each neuron projected onto the kinks of its pairs.  `end`: the value of the field's
+        evaluation at the end point `theta` (`value_and_field`, kept by RKC2 from its last stage: no evaluation
+        here).  Returns (theta, args, changed, loss).  (Skipping the QP, the projection and the new Gram matrices
+        where nothing crossed and every held pair still slid cost more than it saved on the d = 256 probe at 24
+        slots: 68 s against 56 s.)"""
+        L, Z1, g = end["L"], end["Z"], end["g"]
         crossed = (jnp.sign(Z1) != jnp.sign(Z0)) & ~args["mask"]
-        S, X = args["S"], self.X
-        FW = C @ X
+        S = args["S"]
         a = self.outer(theta)
         # the first P crossing pairs in index order
         (idx,) = jnp.nonzero(crossed.ravel(), size=self.P, fill_value=0)
@@ -269,10 +275,13 @@ class _Kinks:
         added = live & (rank < jnp.sum(free, axis=1)[jp])
         slot = jnp.take_along_axis(free_slots[jp], jnp.clip(rank, 0, self.K - 1)[:, None], axis=1)[:, 0]
         S_cand = S.at[jnp.where(added, jp, m), slot].set(kp, mode="drop")
-        # the field without the candidates: remove the contribution -a_j g_k x_k of those on the active side
+        # b_jl = <F_j, x_l> over the slots l of S_cand, F_j the field of w_j without the pairs of S_cand: that without
+        # those of S (CXX), less the contribution -a_j g_k x_k of each candidate k of neuron j on the active side
+        Sc = jnp.maximum(S_cand, 0)
+        b = jnp.take_along_axis(end["CXX"], Sc, axis=1)
         on = added & (Z1[jp, kp] > 0)
-        FW = FW.at[jp].add(jnp.where(on, a[jp] * g[kp], 0.0)[:, None] * X[kp])
-        interior = self.sliding(FW, a, g, S_cand)
+        b = b.at[jp].add(jnp.where(on, a[jp] * g[kp], 0.0)[:, None] * self.XX[kp[:, None], Sc[jp]])
+        interior = self.sliding(b, a, g, S_cand)
         S_new = compact(jnp.where(interior, S_cand, -1))
         changed = jnp.any(S_new != S)
         args_new = self.prepare(S_new)
@@ -299,7 +308,7 @@ def make_sliding_flow(problem: Problem, method, stop: Stop):
         kinks = _Kinks(problem, hp, const, X, y, K, P)
         S0 = -jnp.ones((theta["W"].shape[0], K), jnp.int64)
         term = GradientFlowTerm(kinks.value_and_field)
-        solver = RKC2(report_evals=True)
+        solver = RKC2(report_evals=True, end_value=True)
         return {
             **initial_carry(method, theta, problem.risk(hp, theta, const, X, y)),
             "kink_pairs": S0,
@@ -315,7 +324,7 @@ def make_sliding_flow(problem: Problem, method, stop: Stop):
     def advance(carry, t_target, hp, const, X, y):
         kinks = _Kinks(problem, hp, const, X, y, slots(X), P)
         term = GradientFlowTerm(kinks.value_and_field)
-        solver = RKC2(report_evals=True)
+        solver = RKC2(report_evals=True, end_value=True)
         running = carry["status"] == Status.RUNNING
         t0 = carry["t"]
         t1 = jnp.where(running, jnp.minimum(t_target, max_time), t0)
@@ -341,10 +350,10 @@ def make_sliding_flow(problem: Problem, method, stop: Stop):
                 ta, tb, c["theta"], y1, c["args"], err, ERROR_ORDER, c["cs"])
 
             def accepted(_):
-                th, args, changed, L = kinks.handle(y1, c["args"], c["Z"])
+                th, args, changed, L = kinks.handle(y1, c["args"], c["Z"], st1["value"])
                 st2 = lax.cond(changed, lambda: dict(st1, f0=kinks.value_and_field(tb, th, args)[1]), lambda: st1)
                 bad = ~jnp.isfinite(L) | (L > ceiling) | ~jnp.isfinite(tree_norm(th))
-                return th, args, st2, L, 1 + changed.astype(jnp.int64), th["W"] @ X.T, bad
+                return th, args, st2, L, changed.astype(jnp.int64), th["W"] @ X.T, bad
 
             def rejected(_):
                 return c["theta"], c["args"], c["st"], c["L"], jnp.asarray(0, jnp.int64), c["Z"], jnp.asarray(False)
