@@ -136,6 +136,18 @@ class _Kinks:
         self.const, self.X, self.y, self.K, self.P = const, X, y, K, P
         self.n = X.shape[0]
         self.XX = X @ X.T  # each neuron's Gram matrix is a gather from it
+        self.x_norm = jnp.linalg.norm(X, axis=1)
+
+    def slot_combination(self, beta, S, size):
+        """sum over the slots l of S_j of beta_jl x_(S_jl), for each neuron j (m, d), empty slots left out: a loop over
+        the first `size` slots (`held_count`), each a gather of one row of X per neuron (m x size x d reads, where
+        gathering every slot's x_k at once would read and write m x K x d)."""
+        valid, Sc = S >= 0, jnp.maximum(S, 0)
+
+        def slot(l, out):
+            return out + jnp.where(valid[:, l], beta[:, l], 0.0)[:, None] * self.X[Sc[:, l]]
+
+        return lax.fori_loop(0, size, slot, jnp.zeros((S.shape[0], self.X.shape[1]), beta.dtype))
 
     def outer(self, theta):
         return self.model.outer(theta, self.const)
@@ -159,32 +171,30 @@ class _Kinks:
         return L, C, Fa, Z, g
 
     def gram(self, S):
-        """(valid, the kink normals x_k of each neuron's pairs (m, K, d), their Gram matrices (m, K, K) with the
-        identity on the empty slots)."""
+        """(valid, the Gram matrices (m, K, K) of each neuron's kink normals x_k, with the identity on the empty
+        slots)."""
         valid = S >= 0
         Sc = jnp.maximum(S, 0)
-        Xs = self.X[Sc] * valid[..., None]
         both = valid[:, :, None] & valid[:, None, :]
         G = jnp.where(both, self.XX[Sc[:, :, None], Sc[:, None, :]], 0.0) + jnp.eye(S.shape[1]) * (~valid)[:, None, :]
-        return valid, Xs, G
+        return valid, G
 
     def prepare(self, S):
-        """What stays fixed while S does: the mask of its pairs and the inverse Gram matrices."""
-        _, _, G = self.gram(S)
-        Ginv = spd_solve(G, jnp.broadcast_to(jnp.eye(self.K), G.shape), held_count(S))
-        return {"S": S, "mask": self.mask_of(S), "Ginv": Ginv}
-
-    def fields(self, theta, C, Fa):
-        out = {"W": C @ self.X}
-        if "a" in theta:
-            out["a"] = Fa
-        return out
+        """What stays fixed while S does: the mask of its pairs, the inverse Gram matrices and the most pairs a
+        neuron holds (S compact: `compact`)."""
+        _, G = self.gram(S)
+        size = held_count(S)
+        Ginv = spd_solve(G, jnp.broadcast_to(jnp.eye(self.K), G.shape), size)
+        return {"S": S, "mask": self.mask_of(S), "Ginv": Ginv, "size": size}
 
     def value_and_field(self, t, theta, args):
         """The field for the fixed set S of `args`: without the pairs of S, projected onto the tangent space of each
-        neuron's kinks (every pair of S held on its kink).  Its value is what `handle` needs of the end point of a
-        step (RKC2 keeps it with `end_value`): {"L": the loss, "Z": W X^T, "g": dL/df, "CXX": C X X^T, whose
-        entry (j, k) is <x_k, the field of w_j without the pairs of S>}."""
+        neuron's kinks (every pair of S held on its kink): (C - B) X with B_jk = beta_jk on the pairs of S,
+        beta_j = G_j^-1 <C_j X, x_k>_(k in S_j) read off C X X^T.  (A loop over the held slots, gathering their x_k,
+        instead of the product C X X^T was 10% faster at d = 256 with 4 pairs held on half the neurons and 20% slower
+        with 12.)  Its value is what `handle` needs of the end point of a step (RKC2 keeps it with `end_value`):
+        {"L": the loss, "Z": W X^T, "g": dL/df, "CXX": C X X^T, whose entry (j, k) is <x_k, the field of w_j without
+        the pairs of S>}."""
         S = args["S"]
         valid = S >= 0
         Sc = jnp.maximum(S, 0)
@@ -194,28 +204,30 @@ class _Kinks:
         beta = jnp.where(valid, jnp.einsum("mkl,ml->mk", args["Ginv"], b), 0.0)
         rows = jnp.broadcast_to(jnp.arange(S.shape[0])[:, None], S.shape)
         B = jnp.zeros_like(C).at[rows, Sc].add(beta)
-        return {"L": L, "Z": Z, "g": g, "CXX": CXX}, self.fields(theta, C - B, Fa)
+        out = {"W": (C - B) @ self.X}
+        if "a" in theta:
+            out["a"] = Fa
+        return {"L": L, "Z": Z, "g": g, "CXX": CXX}, out
 
-    def project(self, V, args):
+    def project(self, V, args, VX):
         """Each row of V moved along its neuron's kink normals onto its kinks, on their inactive side by a few ulps:
         <v_j, x_k> = -ROUNDING_MARGIN d eps |v_j| |x_k| for the pairs of S_j (the rounding bound of a d-term dot
         product, with a margin), so that a held pair reads as inactive, as ReLU(0) = 0 has it, in every reading of
-        activity that tests <w_j, x_k> > 0.  `args`: `prepare(S)`, whose inverse Gram matrices it reuses."""
-        S = args["S"]
-        valid = S >= 0
-        Xs = self.X[jnp.maximum(S, 0)] * valid[..., None]
+        activity that tests <w_j, x_k> > 0.  `args`: `prepare(S)`, whose inverse Gram matrices it reuses; `VX`: V X^T
+        (its entries of S are the <v_j, x_k>)."""
+        S, size = args["S"], args["size"]
+        valid, Sc = S >= 0, jnp.maximum(S, 0)
         d = self.X.shape[1]
-        margin = ROUNDING_MARGIN * d * jnp.finfo(V.dtype).eps * jnp.linalg.norm(V, axis=1)[:, None] \
-            * jnp.linalg.norm(Xs, axis=2)
-        rhs = jnp.where(valid, jnp.einsum("mkd,md->mk", Xs, V) + margin, 0.0)
+        margin = ROUNDING_MARGIN * d * jnp.finfo(V.dtype).eps * jnp.linalg.norm(V, axis=1)[:, None] * self.x_norm[Sc]
+        rhs = jnp.where(valid, jnp.take_along_axis(VX, Sc, axis=1) + margin, 0.0)
         beta = jnp.where(valid, jnp.einsum("mkl,ml->mk", args["Ginv"], rhs), 0.0)
-        return V - jnp.einsum("mk,mkd->md", beta, Xs)
+        return V - self.slot_combination(beta, S, size)
 
     def sliding(self, b, a, g, S):
         """Which pairs of S slide: the interior of the box-constrained QP min 1/2 beta^T G beta + b^T beta (b_jk =
         <F_j, x_k>, F_j the field of w_j without the pairs of S), beta_jk between 0 and -a_j g_k, solved by a
         primal-dual active-set iteration."""
-        valid, _, G = self.gram(S)
+        valid, G = self.gram(S)
         b = jnp.where(valid, b, 0.0)
         full = -a[:, None] * g[jnp.maximum(S, 0)]
         lo = jnp.where(valid, jnp.minimum(0.0, full), 0.0)
@@ -285,7 +297,7 @@ class _Kinks:
         S_new = compact(jnp.where(interior, S_cand, -1))
         changed = jnp.any(S_new != S)
         args_new = self.prepare(S_new)
-        Wp = self.project(theta["W"], args_new)
+        Wp = self.project(theta["W"], args_new, Z1)
         has = jnp.any(S_new >= 0, axis=1)
         theta = {**theta, "W": jnp.where(has[:, None], Wp, theta["W"])}
         return theta, args_new, changed, L
