@@ -275,15 +275,20 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
     def _part(self, y):
         return y if self.power_part is None else self.power_part(y)
 
+    @property
+    def _valued(self) -> bool:
+        """Whether the stage evaluations carry the term's value (`stop_below` or `end_value`)."""
+        return self.stop_below is not None or self.end_value
+
     def _eval(self, terms, t, y, args):
         """(value, F(t, y)): the value only with `stop_below` or `end_value` (then the term is a GradientFlowTerm)."""
-        if self.stop_below is None and not self.end_value:
+        if not self._valued:
             return None, terms.vf(t, y, args)
         return _value_and_vf(terms, t, y, args)
 
     def _value_zeros(self, terms, t, y, args):
         """Zeros shaped as the term's value (the loop's value before its first evaluation), or None."""
-        if self.stop_below is None and not self.end_value:
+        if not self._valued:
             return None
         shape = jax.eval_shape(lambda: _value_and_vf(terms, t, y, args)[0])
         return jtu.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shape)
