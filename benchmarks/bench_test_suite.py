@@ -17,6 +17,8 @@ The configurations:
   xdist workers, each process's XLA pool has as many threads as the machine has cores.  Tried for issue 42 item 9
   (2026-12-07, 7 quick variants of tests/test_cli.py, 2 rounds): wall 118.6 s -> 115.4 s, CPU 210.9 -> 207.3 s,
   within the rounds' spread (111.7-125.4 s); not shipped.
+- `split-32`: XLA's own `--xla_cpu_parallel_codegen_split_count=32` (each program's LLVM module split into up to
+  32 parts, compiled on threads), where tests/conftest.py sets 1 (issue 42 item 9).
 
 `--compiles` runs the suite once, as shipped, with a listener in every Python process it starts (a
 `sitecustomize` module put first on PYTHONPATH): JAX's compile events (tracing, lowering to MLIR, XLA's backend
@@ -49,6 +51,7 @@ CONFIGS = {
     "threshold": {"IMPLICITBIAS_CACHE_MIN_COMPILE_S": "0.5"},
     "no-cache": {"IMPLICITBIAS_JAX_CACHE": "0"},
     "eigen-1": {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"},
+    "split-32": {"XLA_FLAGS": "--xla_cpu_parallel_codegen_split_count=32"},
 }
 
 

@@ -16,6 +16,10 @@ Ratios are XLA's default / each configuration (above 1: faster than XLA's defaul
 
     python benchmarks/bench_xla_flags.py                 # ~8 min on 2 cores
     python benchmarks/bench_xla_flags.py --repeat 1 --experiments frei2023-kkt
+    python benchmarks/bench_xla_flags.py --configs "ours;ours, split 2"
+
+`ours, split 2`: each program's LLVM module compiled in 2 parts (`--xla_cpu_parallel_codegen_split_count`; XLA's
+default is 32 parts, on threads of their own).  The test suite compiles in one part (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -88,6 +92,7 @@ CONFIGS = {
     "XLA default": ("0", ""),
     "ours": ("1", ""),
     "ours, -O1 (tests)": ("1", "--xla_backend_optimization_level=1"),
+    "ours, split 2": ("1", "--xla_cpu_use_fusion_emitters=false --xla_cpu_parallel_codegen_split_count=2"),
 }
 
 
@@ -117,7 +122,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--experiments", nargs="*", default=list(EXPERIMENTS))
+    parser.add_argument("--configs", default=";".join(CONFIGS),
+                        help="separated by ';', the first is the baseline; from: " + "; ".join(CONFIGS))
     args = parser.parse_args()
+    chosen = [c.strip() for c in args.configs.split(";")]
+    unknown = [c for c in chosen if c not in CONFIGS]
+    if unknown:
+        parser.error(f"--configs: unknown {unknown}; allowed: {'; '.join(CONFIGS)}")
+    for name in list(CONFIGS):
+        if name not in chosen:
+            del CONFIGS[name]
     print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
     workloads = [
         ("gf-compile: XLA compile s", lambda c: script(COMPILE_SCRIPT, c)["compile_s"], False),

@@ -19,6 +19,12 @@ if "PYTEST_XDIST_WORKER" not in os.environ and "IMPLICITBIAS_TEST_CACHE_OWNER" n
 # level.  Inherited by the subprocesses the tests start.
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=1").strip()
+# ... and as one LLVM module each, not split into parts compiled on threads of their own: with two xdist
+# workers on two cores the parts only queue for the same cores, and each part repeats LLVM's set-up.
+# XLA's default is 32 parts.  `python benchmarks/bench_test_suite.py --configs default,split-32 --repeat 1`
+# (2026-12-07, idle): the whole suite 413.5 s wall / 742 s CPU with one part, 444.6 s / 797 s with 32.
+if "xla_cpu_parallel_codegen_split_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ["XLA_FLAGS"] + " --xla_cpu_parallel_codegen_split_count=1").strip()
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
