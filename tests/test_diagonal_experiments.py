@@ -12,7 +12,7 @@ from implicitbias.data import NearlyOrthogonal, Separable, SparseRegression
 from implicitbias.losses import Loss
 from implicitbias.models import DiagonalLinear
 from implicitbias.papers.gunasekar2018.theorems import GunasekarDiagonal
-from implicitbias.papers.woodworth2020.theorems import MirrorFlowPath, WoodworthLimit, mirror_flow_path
+from implicitbias.papers.woodworth2020.theorems import MirrorFlowPath, WoodworthLimit, host_rtol, mirror_flow_path
 from implicitbias.reference import NonSeparableDataError
 from implicitbias.runs import RunSpec
 from implicitbias.runs.execute import dataset_of, train_group
@@ -87,6 +87,14 @@ def test_mirror_flow_path_starts_at_zero_and_interpolates():
     assert np.all(path[0] == 0)
     limit = q_alpha_interpolator(data.X, data.y, 0.1).w
     assert np.linalg.norm(path[-1] - limit) <= 1e-6 * np.linalg.norm(limit)
+
+
+def test_the_host_mirror_flow_is_never_looser_than_the_flow_it_checks():
+    from implicitbias.training.methods import GD
+
+    assert host_rtol(GradientFlow(rtol=1e-6)) == 1e-8
+    assert host_rtol(GradientFlow(rtol=1e-10)) == 1e-10  # woodworth2020's depth-3 runs
+    assert host_rtol(GD(lr=0.1)) == 1e-8
 
 
 # -- Gunasekar et al. 2018 -------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from implicitbias.theorems.diagonal_common import (
 from implicitbias.theorems.fitting import flag, over_runs
 from implicitbias.theorems.two_layer_common import loss_verdict
 
-__all__ = ["MirrorFlowPath", "WoodworthLimit", "interpolator_references",
+__all__ = ["MirrorFlowPath", "WoodworthLimit", "host_rtol", "interpolator_references",
            "max_margin_references", "mirror_flow_comparison", "mirror_flow_path", "q_alpha_reference",
            "stored_predictor"]
 
@@ -55,9 +55,10 @@ def mirror_flow_path(X, y, potential, c: float, times, *, rtol: float = 1e-8, nu
     with its exact Jacobian -c X diag(hess psi*(X^T nu)) X^T / n (the flow is stiff at small alpha).
     nu_scale: the size of nu at the end (e.g. that of the limit's dual variable); the absolute tolerance is
     rtol x nu_scale.
-    rtol: 1e-8 by default, the tolerance `MirrorFlowPath`'s tol (1e-4) is set against.  On woodworth2020-kernel-rich's
-    quick variant (33 runs) the path gaps at 1e-8 and at 1e-10 differ by at most 1.4e-8, where the gaps themselves
-    are 3e-7 (median) to 9e-6 (largest) and come from gradient flow's own integration; 1e-10 took 3x longer."""
+    rtol: 1e-8 by default; `mirror_flow_comparison` passes `host_rtol` of the run's method.  On
+    woodworth2020-kernel-rich's quick variant (33 runs) the path gaps at 1e-8 and at 1e-10 differ by at most 1.4e-8,
+    where the gaps themselves are 3e-7 (median) to 9e-6 (largest) and come from gradient flow's own integration;
+    1e-10 took 3x longer."""
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     n = X.shape[0]
@@ -227,6 +228,14 @@ class MirrorFlowPath(_DiagonalFlow):
         return float(np.max(np.linalg.norm(W - M, axis=1))) / end if end > 0 else math.nan
 
 
+def host_rtol(method) -> float:
+    """The host mirror flow's rtol for a run trained by `method`: 1e-8, or the gradient flow's own rtol where that is
+    tighter (woodworth2020's depth-3 runs use 1e-10: near a saddle a small error shifts the time of a sharp rise, and
+    the host integration must not be the looser of the two)."""
+    flow_rtol = getattr(method, "rtol", None)
+    return 1e-8 if flow_rtol is None else min(1e-8, float(flow_rtol))
+
+
 def mirror_flow_comparison(run, r: int, time_scale: float | None = None):
     """(times, w_GF(t_k), w_MF(t_k)) of run r at its distinct checkpoint times, the mirror flow integrated with
     `diagonal_net_potential(alpha, D)` at rate `time_scale` (None: `diagonal_net_time_scale(alpha, D)`); None
@@ -241,14 +250,16 @@ def mirror_flow_comparison(run, r: int, time_scale: float | None = None):
     keep = np.concatenate([[True], np.diff(times) > 0])  # a stopped run repeats its last row
     times, W = times[keep], W[keep]
     c = time_scale if time_scale is not None else diagonal_net_time_scale(alpha, depth)
+    rtol = host_rtol(spec.method)
 
     def solve():
         ref = q_alpha_reference(run, r)
         scale = float(np.max(np.abs(ref.nu))) if not isinstance(ref, Exception) else 1.0
-        return mirror_flow_path(data.X, data.y, diagonal_net_potential(alpha, depth), c, times, nu_scale=scale)
+        return mirror_flow_path(data.X, data.y, diagonal_net_potential(alpha, depth), c, times, rtol=rtol,
+                                nu_scale=scale)
 
     M = memoized("mirror_flow_path", spec.data_key(), {"alpha": alpha, "depth": depth, "c": float(c),
-                                                       "times": times}, solve)
+                                                       "times": times, "rtol": rtol}, solve)
     return times, W, M
 
 
