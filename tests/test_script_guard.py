@@ -80,3 +80,24 @@ def test_run_refuses_at_once_where_a_spawned_process_imports_the_script(tmp_path
     assert "__mp_main__" in lines[0] and 'put the call under `if __name__ == "__main__":` in script.py' in lines[0]
     assert (tmp_path / "executions.txt").read_text().split()[1] == "__mp_main__"
     assert not (tmp_path / "runs" / "fig1" / "config.yaml").exists()
+
+
+#: prints the start-up `run` would record, and the process's age (from its fork), in a script run as `__main__`
+_STARTUP = ("import time\nfrom implicitbias.pipeline import api\n"
+            "stat = open('/proc/self/stat', 'rb').read()\n"
+            "ticks = int(stat[stat.rindex(b')') + 2:].split()[19])\n"
+            "import os\n"
+            "age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf('SC_CLK_TCK')\n"
+            "print(api._startup_s(), age)\n")
+
+
+def test_the_start_up_leaves_out_what_a_shell_ran_before_it_exec_d_python(tmp_path):
+    # `bash -c 'pip install ... && implicitbias run ...'` runs its last command in place of the shell: the process
+    # started (forked) before the install, and a fresh install's 60 s of pip were printed as the run's start-up
+    (tmp_path / "startup.py").write_text(_STARTUP, encoding="utf-8")
+    proc = subprocess.run(["bash", "-c", f"sleep 2 && exec {sys.executable} startup.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    startup, age = (float(x) for x in proc.stdout.split())
+    assert age >= 2.0  # the negative control: the process's own age counts the shell's sleep
+    assert 0.0 < startup <= age - 1.5, (startup, age)  # the interpreter's imports, not the sleep

@@ -9,10 +9,16 @@ sets 0: its many processes compile the same small programs).
 """
 
 # helper modules under private names: `dir(implicitbias)` and tab completion show the package's own names only
-import importlib as _importlib
-import os as _os
-from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
-from importlib.metadata import version as _version
+import time as _time
+
+#: (wall clock, this process's CPU seconds) when the package was first imported: a run's start-up is measured
+#: from them (`implicitbias.pipeline.api._startup_s`)
+_IMPORTED_AT = (_time.perf_counter(), _time.process_time())
+
+import importlib as _importlib  # noqa: E402
+import os as _os  # noqa: E402
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError  # noqa: E402
+from importlib.metadata import version as _version  # noqa: E402
 
 # equinox (under diffrax) raises its runtime errors through a host callback by default, and JAX never
 # writes a program with a host callback to the persistent cache: every gradient-flow program would be

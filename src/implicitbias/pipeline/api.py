@@ -28,6 +28,7 @@ from typing import Any
 import pydantic
 import yaml
 
+import implicitbias
 from implicitbias._spec import ConfigError
 from implicitbias.experiments.base import Experiment
 from implicitbias.experiments.config import ExperimentConfig
@@ -57,8 +58,9 @@ class RunRecord:
 
     wall_time_s: what the caller waited, to the end of the call (checks, training, figures, report and the
     cluster's shutdown included), from the start of the process when this is the first `run` of a command or
-    script (its interpreter's start-up and imports are then `startup_s` of it; 0.0 in a notebook, in a later
-    call, or where the process's start cannot be read), else from the start of the call; training_s: the sweep
+    script (its interpreter's start-up and imports are then `startup_s` of it, not counting what a shell ran
+    before it exec'd the interpreter; 0.0 in a notebook, in a later call, or where the process's start cannot be
+    read), else from the start of the call; training_s: the sweep
     alone (loading stored runs, starting the workers, training).  run.json keeps all three."""
 
     out: str = ""
@@ -350,7 +352,12 @@ def _startup_s() -> float:
     an interactive session (whose start is not what its user waits for), and where the start cannot be read.
 
     Linux only: the process's start (/proc/self/stat, field 22, clock ticks since boot) against CLOCK_BOOTTIME,
-    the clock that field counts on (/proc/uptime may be a container's own uptime under lxcfs); 10 ms ticks."""
+    the clock that field counts on (/proc/uptime may be a container's own uptime under lxcfs); 10 ms ticks.
+    That start is the fork, not the exec: a shell that runs its last command in place (`bash -c 'pip install
+    ... && implicitbias run ...'`, `exec`) would count its own earlier commands too (a fresh install's 60 s of
+    pip were printed as start-up).  So the age is capped by what this interpreter can have spent: the wall time
+    since `implicitbias` was imported plus the CPU time it had used by then (the interpreter's start and the
+    script's earlier imports, CPU-bound)."""
     _CALLS[0] += 1
     if _CALLS[0] > 1 or not getattr(sys.modules.get("__main__"), "__file__", None):
         return 0.0
@@ -361,7 +368,10 @@ def _startup_s() -> float:
         age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):
         return 0.0
-    return age if 0.0 <= age < 86_400 * 365 else 0.0
+    if not 0.0 <= age < 86_400 * 365:
+        return 0.0
+    imported_wall, imported_cpu = implicitbias._IMPORTED_AT
+    return min(age, time.perf_counter() - imported_wall + imported_cpu)
 
 
 def _record_times(out: Path, record: RunRecord, say) -> None:
