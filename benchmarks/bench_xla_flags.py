@@ -133,9 +133,9 @@ def main() -> None:
     unknown = [c for c in chosen if c not in CONFIGS]
     if unknown:
         parser.error(f"--configs: unknown {unknown}; allowed: {'; '.join(CONFIGS)}")
-    for name in list(CONFIGS):
-        if name not in chosen:
-            del CONFIGS[name]
+    selected = {name: CONFIGS[name] for name in chosen}  # in the order given: the first is the baseline
+    CONFIGS.clear()
+    CONFIGS.update(selected)
     print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
     workloads = [
         ("gf-compile: XLA compile s", lambda c: script(COMPILE_SCRIPT, c)["compile_s"], False),

@@ -83,12 +83,7 @@ def test_run_refuses_at_once_where_a_spawned_process_imports_the_script(tmp_path
 
 
 #: prints the start-up `run` would record, and the process's age (from its fork), in a script run as `__main__`
-_STARTUP = ("import time\nfrom implicitbias.pipeline import api\n"
-            "stat = open('/proc/self/stat', 'rb').read()\n"
-            "ticks = int(stat[stat.rindex(b')') + 2:].split()[19])\n"
-            "import os\n"
-            "age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf('SC_CLK_TCK')\n"
-            "print(api._startup_s(), age)\n")
+_STARTUP = "from implicitbias.pipeline import api\nprint(api._startup_s(), api._process_age_s())\n"
 
 
 def test_the_start_up_leaves_out_what_a_shell_ran_before_it_exec_d_python(tmp_path):

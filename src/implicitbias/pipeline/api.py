@@ -361,17 +361,24 @@ def _startup_s() -> float:
     _CALLS[0] += 1
     if _CALLS[0] > 1 or not getattr(sys.modules.get("__main__"), "__file__", None):
         return 0.0
+    age = _process_age_s()
+    if age is None:
+        return 0.0
+    imported_wall, imported_cpu = implicitbias._IMPORTED_AT
+    return min(age, time.perf_counter() - imported_wall + imported_cpu)
+
+
+def _process_age_s() -> float | None:
+    """Seconds since this process was forked (/proc/self/stat against CLOCK_BOOTTIME, see `_startup_s`), or None
+    where that cannot be read."""
     try:
         with open("/proc/self/stat", "rb") as file:
             stat = file.read()
         ticks = int(stat[stat.rindex(b")") + 2:].split()[19])  # the fields after "(comm)" start at field 3
         age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):
-        return 0.0
-    if not 0.0 <= age < 86_400 * 365:
-        return 0.0
-    imported_wall, imported_cpu = implicitbias._IMPORTED_AT
-    return min(age, time.perf_counter() - imported_wall + imported_cpu)
+        return None
+    return age if 0.0 <= age < 86_400 * 365 else None
 
 
 def _record_times(out: Path, record: RunRecord, say) -> None:
