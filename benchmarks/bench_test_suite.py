@@ -17,8 +17,12 @@ The configurations:
   xdist workers, each process's XLA pool has as many threads as the machine has cores.  Tried for issue 42 item 9
   (2026-12-07, 7 quick variants of tests/test_cli.py, 2 rounds): wall 118.6 s -> 115.4 s, CPU 210.9 -> 207.3 s,
   within the rounds' spread (111.7-125.4 s); not shipped.
+- `before` (with `--before DIR`): the suite of another commit, checked out in DIR, as shipped; then the baseline.
 - `split-32`: XLA's own `--xla_cpu_parallel_codegen_split_count=32` (each program's LLVM module split into up to
   32 parts, compiled on threads), where tests/conftest.py sets 1 (issue 42 item 9).
+- `O0`: LLVM's -O0 instead of the suite's -O1 (`--xla_backend_optimization_level=0`).  Tried for issue 42 item 9
+  (2026-12-07, idle, one round): 344.5 s -> 395.4 s wall, CPU 609 -> 712 s: faster compiles, far slower runs; not
+  shipped.
 
 `--compiles` runs the suite once, as shipped, with a listener in every Python process it starts (a
 `sitecustomize` module put first on PYTHONPATH): JAX's compile events (tracing, lowering to MLIR, XLA's backend
@@ -29,6 +33,7 @@ Processes that end without running `atexit` (Dask's worker processes, killed at 
 
     python benchmarks/bench_test_suite.py                                   # whole suite, ~25 min on 2 cores
     python benchmarks/bench_test_suite.py --configs default,threshold --repeat 1 -- tests/test_sweep.py
+    python benchmarks/bench_test_suite.py --before /tmp/before --configs default --repeat 1   # a change's A/B
     python benchmarks/bench_test_suite.py --compiles                        # one run of the suite, ~9 min
     python benchmarks/bench_test_suite.py --compiles -- tests/test_sliding.py
 """
@@ -52,17 +57,21 @@ CONFIGS = {
     "no-cache": {"IMPLICITBIAS_JAX_CACHE": "0"},
     "eigen-1": {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"},
     "split-32": {"XLA_FLAGS": "--xla_cpu_parallel_codegen_split_count=32"},
+    "O0": {"XLA_FLAGS": "--xla_backend_optimization_level=0"},
 }
 
 
-def run_once(env_changes: dict[str, str], tests: list[str], workers: int) -> dict:
-    """One run of the suite: wall seconds, CPU seconds of the whole process tree, exit code, pytest's last line."""
+def run_once(env_changes: dict[str, str], tests: list[str], workers: int, root: Path = ROOT) -> dict:
+    """One run of the suite: wall seconds, CPU seconds of the whole process tree, exit code, pytest's last line.
+    root: the source tree whose tests run, and whose src/ is imported (another commit's `git worktree`)."""
     env = {k: v for k, v in os.environ.items() if k not in ("IMPLICITBIAS_CACHE_MIN_COMPILE_S", "IMPLICITBIAS_JAX_CACHE")}
     env.update(env_changes)
+    if root != ROOT:  # ahead of the editable install of this checkout
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root / "src"), env.get("PYTHONPATH", "")) if p)
     command = [sys.executable, "-m", "pytest", "-q", "-n", str(workers), "--dist", "loadgroup", "-p", "no:cacheprovider",
                *tests]
     started = time.perf_counter()
-    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = proc.stdout.read()
     # wait4 gives the child's rusage, which includes every descendant it waited for (pytest waits for its
     # workers, and they for the processes they start)
@@ -157,6 +166,9 @@ def main() -> None:
     parser.add_argument("--json", help="write the measurements here")
     parser.add_argument("--compiles", action="store_true",
                         help="one run of the suite as shipped, reporting its JAX compile time (see above)")
+    parser.add_argument("--before", metavar="DIR",
+                        help="also run the suite of another commit, checked out in DIR (`git worktree add DIR COMMIT`), "
+                             "as shipped: configuration `before`, the baseline of the ratios")
     parser.add_argument("tests", nargs="*", help="after --: the tests to run (default: the whole suite)")
     args = parser.parse_args()
     if args.compiles:
@@ -165,14 +177,19 @@ def main() -> None:
             Path(args.json).write_text(json.dumps(report, indent=1))
         return
     names = args.configs.split(",")
-    unknown = [n for n in names if n not in CONFIGS]
+    if args.before:
+        if not (Path(args.before) / "tests" / "conftest.py").exists():
+            parser.error(f"--before: {args.before} is not a checkout of implicitbias (no tests/conftest.py in it)")
+        names = ["before", *names]
+    unknown = [n for n in names if n not in CONFIGS and n != "before"]
     if unknown:
         parser.error(f"--configs: unknown {unknown}; allowed: {', '.join(CONFIGS)}")
     records: dict[str, list[dict]] = {n: [] for n in names}
     print(f"load average before: {os.getloadavg()}", flush=True)
     for round_ in range(args.repeat):
         for name in names:
-            r = run_once(CONFIGS[name], args.tests, args.workers)
+            r = run_once(*((CONFIGS["default"], args.tests, args.workers, Path(args.before)) if name == "before"
+                           else (CONFIGS[name], args.tests, args.workers)))
             records[name].append(r)
             print(f"round {round_ + 1} {name:10s} wall {r['wall_s']:7.1f} s  cpu {r['cpu_s']:7.1f} s  exit {r['code']}  "
                   f"({r['summary']})", flush=True)

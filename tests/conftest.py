@@ -9,9 +9,11 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 if "PYTEST_XDIST_WORKER" not in os.environ and "IMPLICITBIAS_TEST_CACHE_OWNER" not in os.environ:
     os.environ["IMPLICITBIAS_CACHE_DIR"] = tempfile.mkdtemp(prefix="implicitbias-test-cache-")
     os.environ["IMPLICITBIAS_TEST_CACHE_OWNER"] = str(os.getpid())
-    os.environ["IMPLICITBIAS_JAX_CACHE"] = "1"
+    os.environ.setdefault("IMPLICITBIAS_JAX_CACHE", "1")  # IMPLICITBIAS_JAX_CACHE=0 turns it off (a benchmark's)
     # every program, however quick to compile: the suite's processes compile the same small programs
     os.environ.setdefault("IMPLICITBIAS_CACHE_MIN_COMPILE_S", "0")  # benchmarks/bench_test_suite.py sets others
+    # the folder of `shared_directory`: what one xdist worker builds, the other reads
+    os.environ["IMPLICITBIAS_TEST_SHARED_DIR"] = tempfile.mkdtemp(prefix="implicitbias-test-shared-")
 
 # The suite compiles far more than it runs: its programs are compiled with LLVM's -O1 (XLA's default is -O2).
 # `python benchmarks/bench_xla_flags.py`: a small gradient-flow program compiled in 0.98 s against 1.45 s
@@ -35,6 +37,7 @@ import implicitbias  # noqa: E402,F401  (enables float64)
 def pytest_unconfigure(config):
     if os.environ.get("IMPLICITBIAS_TEST_CACHE_OWNER") == str(os.getpid()) and not hasattr(config, "workerinput"):
         shutil.rmtree(os.environ["IMPLICITBIAS_CACHE_DIR"], ignore_errors=True)
+        shutil.rmtree(os.environ["IMPLICITBIAS_TEST_SHARED_DIR"], ignore_errors=True)
 
 
 @pytest.fixture

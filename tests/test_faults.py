@@ -29,6 +29,7 @@ import numpy as np
 import psutil
 import pytest
 
+from _shared import shared_directory
 from implicitbias.cli import main
 from implicitbias.pipeline import load
 
@@ -299,13 +300,16 @@ def test_the_table_covers_every_option_of_every_subcommand():
 
 
 # -- fault probes ----------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Path:
-    """SMALL trained in this process, uninterrupted: what every probe's resumed run must equal."""
-    out = tmp_path_factory.mktemp("reference")
+def _train_reference(out: Path) -> None:
     code, text = _cli(["run", *SMALL, "--workers", "0", "--out", str(out)])
     assert code == 0, text
-    return out
+
+
+@pytest.fixture(scope="module")
+def reference() -> Path:
+    """SMALL trained uninterrupted (in a test process, once per session: the tests of this module run on both
+    workers, see `_UNGROUPED` in conftest.py): what every probe's resumed run must equal.  Read, never written."""
+    return shared_directory("test_faults-reference", _train_reference)
 
 
 def _finished(reference: Path, out: Path, keep: int) -> dict[str, bytes]:
