@@ -42,14 +42,19 @@ def recompute(ds: xr.Dataset, spec, data) -> dict[str, np.ndarray]:
     const = {k[len("const."):]: jnp.asarray(ds[k].values[0]) for k in ds.data_vars if k.startswith("const.")}
     traj = [k for k in ds.data_vars if k.startswith("trajectory.theta.")]
     if traj:
-        # every checkpoint at once: the parameters of the trajectory are vmapped over the checkpoints
-        theta = {k[len("trajectory.theta."):]: jnp.asarray(ds[k].values[0]) for k in traj}
+        # every checkpoint at once: the parameters of the trajectory are vmapped over the checkpoints, padded (the
+        # last checkpoint repeated) to a power of two, so that runs that stopped at different checkpoints share
+        # a few compiled programs instead of one each
+        count = ds[traj[0]].shape[1]
+        size = 1 << max(count - 1, 0).bit_length()
+        theta = {k[len("trajectory.theta."):]: jnp.asarray(np.concatenate(
+            [ds[k].values[0], np.repeat(ds[k].values[0][-1:], size - count, axis=0)])) for k in traj}
     else:
         theta = {k[len("theta."):]: jnp.asarray(ds[k].values[0:1]) for k in ds.data_vars if k.startswith("theta.")}
     # metrics in float64, as in training, also for a run stored in float32 (`method.dtype`)
     theta = {k: v.astype(jnp.float64) if jnp.issubdtype(v.dtype, jnp.floating) else v for k, v in theta.items()}
     rows = recorder.host(jax.device_get(_record(recorder)(hp, theta, const, X, y, Xt, yt, ref)))
-    out = {k: np.asarray(v)[None, :] if traj else np.asarray(v) for k, v in rows.items()}
+    out = {k: np.asarray(v)[None, :count] if traj else np.asarray(v) for k, v in rows.items()}
     if "kkt_stationarity" in ds and not traj:
         last = {k: np.asarray(v) for k, v in theta.items()}
         const_np = {k: np.asarray(v)[None] for k, v in const.items()}
