@@ -181,15 +181,16 @@ def main() -> None:
         if not (Path(args.before) / "tests" / "conftest.py").exists():
             parser.error(f"--before: {args.before} is not a checkout of implicitbias (no tests/conftest.py in it)")
         names = ["before", *names]
-    unknown = [n for n in names if n not in CONFIGS and n != "before"]
+    unknown = [n for n in names if n not in CONFIGS and not (n == "before" and args.before)]
     if unknown:
         parser.error(f"--configs: unknown {unknown}; allowed: {', '.join(CONFIGS)}")
     records: dict[str, list[dict]] = {n: [] for n in names}
     print(f"load average before: {os.getloadavg()}", flush=True)
     for round_ in range(args.repeat):
         for name in names:
-            r = run_once(*((CONFIGS["default"], args.tests, args.workers, Path(args.before)) if name == "before"
-                           else (CONFIGS[name], args.tests, args.workers)))
+            before = name == "before"
+            r = run_once(CONFIGS["default" if before else name], args.tests, args.workers,
+                         Path(args.before) if before else ROOT)
             records[name].append(r)
             print(f"round {round_ + 1} {name:10s} wall {r['wall_s']:7.1f} s  cpu {r['cpu_s']:7.1f} s  exit {r['code']}  "
                   f"({r['summary']})", flush=True)

@@ -21,6 +21,7 @@ from implicitbias.metrics.final import final_metrics_of
 from implicitbias.training.batch import Batch
 from implicitbias.training.problem import Problem
 from implicitbias.training.recorder import Recorder
+from implicitbias.training.train import _pow2
 
 
 @functools.lru_cache(maxsize=32)
@@ -46,9 +47,9 @@ def recompute(ds: xr.Dataset, spec, data) -> dict[str, np.ndarray]:
         # last checkpoint repeated) to a power of two, so that runs that stopped at different checkpoints share
         # a few compiled programs instead of one each
         count = ds[traj[0]].shape[1]
-        size = 1 << max(count - 1, 0).bit_length()
-        theta = {k[len("trajectory.theta."):]: jnp.asarray(np.concatenate(
-            [ds[k].values[0], np.repeat(ds[k].values[0][-1:], size - count, axis=0)])) for k in traj}
+        pad = _pow2(count) - count
+        theta = {k[len("trajectory.theta."):]: jnp.asarray(
+            np.pad(ds[k].values[0], [(0, pad)] + [(0, 0)] * (ds[k].ndim - 2), mode="edge")) for k in traj}
     else:
         theta = {k[len("theta."):]: jnp.asarray(ds[k].values[0:1]) for k in ds.data_vars if k.startswith("theta.")}
     # metrics in float64, as in training, also for a run stored in float32 (`method.dtype`)
