@@ -133,7 +133,12 @@ def test_a_batch_equals_its_members_run_alone():
     for i, scale in enumerate(scales):
         alone = train(net, data, Loss(name="square"), method, stop=stop, checkpoints=3, init_scale=scale)
         assert int(alone["grad_evals"].values[0, -1]) == int(both["grad_evals"].values[i, -1])
-        np.testing.assert_allclose(alone["theta.W"].values[0], both["theta.W"].values[i], rtol=1e-9, atol=1e-12)
+        # the same steps, up to rounding: the batched and the one-member programs round differently, and the PI
+        # controller's step sizes (`sliding.PID_COEFFICIENTS`) carry that into the path (5e-10 x max |W| here with
+        # the suite's -O1, 0 with XLA's default -O2).  Members that interacted would differ at the solver's own
+        # accuracy (rtol) or more, a thousand times this bound.
+        W = alone["theta.W"].values[0]
+        np.testing.assert_allclose(W, both["theta.W"].values[i], rtol=0, atol=1e-3 * method.rtol * np.abs(W).max())
 
 
 @pytest.mark.parametrize("change, field", [

@@ -44,8 +44,10 @@ class GradientFlow(Method):
     kinks: "cross" integrates the field as it is, its jumps at the ReLU kinks included (every solver); "slide"
     (`implicitbias.training.sliding`) holds the pairs (neuron j, point k) whose pre-activation sits on its kink
     <w_j, x_k> = 0 on it while the field pushes them there from both sides (the Filippov flow), and lets RKC step on
-    the smooth field in between: a two-layer ReLU network without biases, rkc, clock "time".  kink_slots: at most
-    that many sliding pairs per neuron, and no more than min(n, d) (a pair that finds no free slot crosses its
+    the smooth field in between: a two-layer ReLU network without biases, rkc, clock "time".  Its step sizes come
+    from a PI controller (`implicitbias.training.sliding.PID_COEFFICIENTS`): its error estimates are dominated by
+    the kinks crossed within a step and do not vary smoothly ("cross" keeps diffrax's integral controller).
+    kink_slots: at most that many sliding pairs per neuron, and no more than min(n, d) (a pair that finds no free slot crosses its
     kink as with "cross");
     kink_candidates: at most that many crossing pairs tested after each accepted step.
     clock: "time" integrates in physical time t; "loss" integrates the same trajectory in the
