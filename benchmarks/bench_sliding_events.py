@@ -2,9 +2,10 @@
 controller's coefficients change (issue 40).
 
 One member (d, scheme, lambda, trial 0 of the grid) is trained with `method.kinks=slide` once per controller
-configuration, in this process, one after the other.  Every attempted RKC step and every accepted step's end-of-step
-handling is reported to the host through `jax.debug.callback` (the solver and `_Kinks.handle` are wrapped for the
-length of the call; nothing in the package changes).  Per configuration it prints:
+configuration, each in a fresh process (jax keeps a compiled program per function, so a second configuration in
+the same process would rerun the first one's), one after the other.  Every attempted RKC step and every accepted
+step's end-of-step handling is reported to the host through `jax.debug.callback` (the solver and `_Kinks.handle` are
+wrapped for the length of the call; nothing in the package changes).  Per configuration it prints:
 
 - the evaluations (as the run records them), the steps, the rejected steps and the evaluations they wasted;
 - per window of time: steps, rejections, evaluations, mean stages per step, median accepted step size and the mean
@@ -30,9 +31,12 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import functools
 import glob
 import json
+import os
+import pickle
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -55,10 +59,10 @@ def instrumented(coefficients):
     import jax
     import jax.numpy as jnp
 
-    from implicitbias.training import rkc_control, sliding
+    from implicitbias.training import sliding
 
     log = {"step": [], "handle": []}
-    saved = sliding.RKC2, sliding._Kinks.handle, sliding.gradient_flow_controller
+    saved = sliding.RKC2, sliding._Kinks.handle, sliding.PID_COEFFICIENTS
 
     class Logged(sliding.RKC2):
         def step(self, terms, t0, t1, y0, args, st, made_jump):
@@ -83,11 +87,11 @@ def instrumented(coefficients):
 
     sliding.RKC2, sliding._Kinks.handle = Logged, logged_handle
     if coefficients is not None:
-        sliding.gradient_flow_controller = functools.partial(rkc_control.gradient_flow_controller, **coefficients)
+        sliding.PID_COEFFICIENTS = coefficients
     try:
         yield log
     finally:
-        sliding.RKC2, sliding._Kinks.handle, sliding.gradient_flow_controller = saved
+        sliding.RKC2, sliding._Kinks.handle, sliding.PID_COEFFICIENTS = saved
 
 
 def train_member(args, coefficients):
@@ -158,14 +162,29 @@ def main():
                         help="comma-separated, the first is the baseline; from: " + ", ".join(CONFIGS))
     parser.add_argument("--set", nargs="*", default=[], help="more --set overrides for the run")
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--one", choices=list(CONFIGS), help=argparse.SUPPRESS)  # one configuration, in a child
+    parser.add_argument("--one-out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     names = args.configs.split(",")
     unknown = [n for n in names if n not in CONFIGS]
     if unknown:
         parser.error(f"--configs: unknown {unknown}; allowed: {', '.join(CONFIGS)}")
+    if args.one:
+        log, final, seconds = train_member(args, CONFIGS[args.one])
+        with open(args.one_out, "wb") as f:
+            pickle.dump((log, final, seconds), f)
+        return
     rows, baseline = [], None
     for name in names:
-        log, final, seconds = train_member(args, CONFIGS[name])
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "member.pkl")
+            child = subprocess.run([sys.executable, __file__, "--one", name, "--one-out", out, "--d", str(args.d),
+                                    "--scheme", args.scheme, "--lam", args.lam, "--set", *args.set],
+                                   capture_output=True, text=True)
+            if child.returncode != 0:
+                raise SystemExit(f"{name}: the run failed (exit {child.returncode}):\n{child.stderr[-3000:]}")
+            with open(out, "rb") as f:
+                log, final, seconds = pickle.load(f)
         baseline = baseline or final["grad_evals"]
         rows.append(summarise(name, log, final, seconds, baseline))
     if args.json:
