@@ -80,9 +80,8 @@ def instrumented(coefficients):
         crossed = (jnp.sign(end["Z"]) != jnp.sign(Z0)) & ~args["mask"]
         (idx,) = jnp.nonzero(crossed.ravel(), size=4 * self.P, fill_value=-1)
         held = out[1]["mask"].ravel()[jnp.maximum(idx, 0)] & (idx >= 0)
-        jax.debug.callback(lambda i, h, c, n: log["handle"].append((i[i >= 0].tolist(), h[i >= 0].tolist(), bool(c),
-                                                                     int(n))),
-                           idx, held, out[2], jnp.sum(out[1]["S"] >= 0))
+        jax.debug.callback(lambda i, h, c: log["handle"].append((i[i >= 0].tolist(), h[i >= 0].tolist(), bool(c))),
+                           idx, held, out[2])
         return out
 
     sliding.RKC2, sliding._Kinks.handle = Logged, logged_handle
@@ -118,15 +117,10 @@ def summarise(name, log, final, seconds, baseline):
     t0, t1, stages, evals, crossed = st.T
     accepted = np.r_[t0[1:] == t1[:-1], True]  # a rejected step is retried from the same t0
     h = t1 - t0
-    changed = np.array([c for _, _, c, _ in log["handle"]])
-    after_change = np.zeros(len(st), bool)  # the step that follows an accepted step which changed the held set
-    k = -1
-    for i in range(len(st)):
-        if i > 0 and accepted[i - 1]:
-            k += 1
-            after_change[i] = changed[k]
-        elif i > 0:
-            after_change[i] = after_change[i - 1]
+    changed = np.array([c for _, _, c in log["handle"]])
+    # a step whose last accepted predecessor changed the held set
+    before = np.r_[0, np.cumsum(accepted)[:-1]]  # accepted steps before each step
+    after_change = (before > 0) & changed[np.maximum(before - 1, 0)]
     print(f"\n{name}: {int(final['grad_evals'])} evaluations ({final['grad_evals'] / baseline:.3f}x the first), "
           f"{len(st)} steps, {(~accepted).sum()} rejected ({evals[~accepted].sum():.0f} evaluations), {seconds:.1f} s "
           f"with compiling; max angle {final['max_angle']:.6f}, off the kinks {final['kink_max_angle']:.6f}")
@@ -139,7 +133,7 @@ def summarise(name, log, final, seconds, baseline):
                   f"  {crossed[sel & accepted].mean() if (sel & accepted).any() else 0:.1f}")
     seen = collections.Counter()
     held = 0
-    for idx, kept, _, _ in log["handle"]:
+    for idx, kept, _ in log["handle"]:
         seen.update(idx)
         held += sum(kept)
     total = sum(seen.values())

@@ -47,8 +47,8 @@ class GradientFlow(Method):
     the smooth field in between: a two-layer ReLU network without biases, rkc, clock "time".  Its step sizes come
     from a PI controller (`implicitbias.training.sliding.PID_COEFFICIENTS`): its error estimates are dominated by
     the kinks crossed within a step and do not vary smoothly ("cross" keeps diffrax's integral controller).
-    kink_slots: at most that many sliding pairs per neuron, and no more than min(n, d) (a pair that finds no free slot crosses its
-    kink as with "cross");
+    kink_slots: at most that many sliding pairs per neuron, and no more than min(n, d) (a pair that finds no free
+    slot crosses its kink as with "cross");
     kink_candidates: at most that many crossing pairs tested after each accepted step.
     clock: "time" integrates in physical time t; "loss" integrates the same trajectory in the
     rescaled time s with ds = L dt (see `implicitbias.training.flow`), which reaches the very large t
